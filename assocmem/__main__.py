@@ -1,0 +1,5 @@
+import sys
+
+from assocmem.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Claim modules: each registers checks for IDs declared in ``catalogue``."""

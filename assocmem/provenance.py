@@ -1,0 +1,50 @@
+"""Provenance recorded with every saved result."""
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+
+def git_commit() -> str:
+    try:
+        root = Path(__file__).resolve().parent.parent
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        commit = out.stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return commit + ("+dirty" if dirty else "")
+    except Exception:
+        return "unknown"
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version()}
+    for name in ("numpy", "scipy", "sympy", "mpmath", "torch", "triton"):
+        mod = sys.modules.get(name)
+        if mod is None:
+            try:
+                mod = __import__(name)
+            except Exception:
+                continue
+        out[name] = getattr(mod, "__version__", "?")
+    return out
+
+
+def provenance(extra: dict | None = None) -> dict:
+    from assocmem import __version__
+
+    p = {
+        "command": " ".join(["assocmem"] + sys.argv[1:]) if sys.argv else "",
+        "assocmem": __version__,
+        "commit": git_commit(),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "versions": versions(),
+    }
+    if extra:
+        p.update(extra)
+    return p

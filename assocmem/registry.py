@@ -1,0 +1,329 @@
+"""The claim registry: one entry per claim ID of ``shared/CLAIMS.md``.
+
+A claim entry names its source (paper, equation, page), the published
+statement or value, and a check function.  The check never prints; it fills an
+:class:`Evidence` object, which records, per layer (``sympy``, ``mpmath``,
+``numpy``, ``triton``), every comparison that was made, its tolerance and
+whether it passed.  The registry turns that into a :class:`ClaimResult`.
+
+Status vocabulary (CLAIMS.md): ``confirmed``, ``corrected``, ``refined``,
+``failed``, ``skipped``, plus ``pending`` for claims whose issue is not done.
+"""
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+STATUSES = ("confirmed", "corrected", "refined", "failed", "skipped", "pending")
+LAYERS = ("sympy", "mpmath", "numpy", "triton")
+
+# Modules that register claims.  Each module calls ``register`` at import time.
+CLAIM_MODULES = [
+    "assocmem.claims.catalogue",      # every ID, source and published statement
+    "assocmem.claims.bl_collision",   # bl.collision_table, iso/diag ablations, fig3a
+    "assocmem.claims.bl_filter",      # numpy side of posterior / gated_form / gain_bound
+    "assocmem.claims.bl_theory",      # sympy/mpmath side of the bl.* claims
+    "assocmem.claims.am",             # am.* claims
+    "assocmem.claims.gpu",            # triton layers
+]
+
+
+@dataclass
+class Item:
+    """One comparison inside a claim check."""
+
+    layer: str
+    name: str
+    passed: bool
+    computed: Any = None
+    expected: Any = None
+    tolerance: Any = None
+    note: str = ""
+    # ``printed`` items show that a published form is wrong: they *pass*
+    # when the printed statement is refuted.
+    printed: bool = False
+
+    def as_dict(self) -> dict:
+        return {
+            "layer": self.layer,
+            "name": self.name,
+            "passed": self.passed,
+            "computed": _jsonable(self.computed),
+            "expected": _jsonable(self.expected),
+            "tolerance": _jsonable(self.tolerance),
+            "note": self.note,
+            "printed_form_refuted": self.printed or None,
+        }
+
+
+class Evidence:
+    """Collects the per-layer comparisons a check makes.
+
+    ``close`` / ``exact`` / ``holds`` record a comparison that must pass;
+    ``refutes`` records that a *printed* (published) form fails against the
+    computed one, which is what a ``corrected`` claim has to show.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[Item] = []
+        self.skipped: dict[str, str] = {}
+        self.computed: dict[str, Any] = {}
+        self.notes: list[str] = []
+        self.summary: str = ""
+
+    # -- comparisons -------------------------------------------------
+    def close(self, layer: str, name: str, computed, expected, *, abs_tol: float = 0.0,
+              rel_tol: float = 0.0, note: str = "") -> bool:
+        c, e = _to_float(computed), _to_float(expected)
+        ok = (math.isfinite(c) and math.isfinite(e)
+              and abs(c - e) <= max(abs_tol, rel_tol * abs(e)))
+        tol = {"abs": abs_tol} if rel_tol == 0 else ({"rel": rel_tol} if abs_tol == 0
+                                                        else {"abs": abs_tol, "rel": rel_tol})
+        self.items.append(Item(layer, name, ok, computed, expected, tol, note))
+        return ok
+
+    def exact(self, layer: str, name: str, difference, note: str = "") -> bool:
+        """Symbolic identity: ``difference`` must simplify to exactly zero."""
+        ok = _is_exact_zero(difference)
+        self.items.append(Item(layer, name, ok, str(difference) if not ok else 0, 0,
+                               "exact", note))
+        return ok
+
+    def holds(self, layer: str, name: str, condition: bool, *, computed=None,
+              expected=None, note: str = "") -> bool:
+        ok = bool(condition)
+        self.items.append(Item(layer, name, ok, computed, expected, None, note))
+        return ok
+
+    def refutes(self, layer: str, name: str, printed, computed, *, abs_tol: float,
+                note: str = "") -> bool:
+        """The printed form disagrees with the computed value beyond ``abs_tol``."""
+        p, c = _to_float(printed), _to_float(computed)
+        ok = not (abs(p - c) <= abs_tol)
+        self.items.append(Item(layer, name, ok, computed, printed, {"must_differ_by_more_than": abs_tol},
+                               note, printed=True))
+        return ok
+
+    def skip(self, layer: str, reason: str) -> None:
+        self.skipped[layer] = reason
+
+    def record(self, **values) -> None:
+        self.computed.update(values)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    # -- summary -------------------------------------------------------
+    @property
+    def layers_run(self) -> list[str]:
+        seen = []
+        for it in self.items:
+            if it.layer not in seen:
+                seen.append(it.layer)
+        return sorted(seen, key=lambda l: LAYERS.index(l) if l in LAYERS else 99)
+
+    @property
+    def failures(self) -> list[Item]:
+        return [it for it in self.items if not it.passed]
+
+
+@dataclass
+class ClaimResult:
+    id: str
+    status: str
+    layers: list[str]
+    source: str
+    published: str
+    computed: dict
+    detail: str
+    items: list[dict] = field(default_factory=list)
+    skipped_layers: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "status": self.status,
+            "layers": self.layers,
+            "source": self.source,
+            "published": self.published,
+            "computed": _jsonable(self.computed),
+            "detail": self.detail,
+            "items": self.items,
+            "skipped_layers": self.skipped_layers,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass
+class Claim:
+    id: str
+    title: str
+    source: str
+    published: str
+    layers: tuple[str, ...] = ()
+    # (function, status when every item passes, slow?) -- several modules may
+    # contribute checks to one claim (e.g. its numpy side and its sympy side)
+    checks: list = field(default_factory=list)
+
+    @property
+    def expected_status(self) -> str:
+        sts = [s for _, s, _ in self.checks]
+        for s in ("corrected", "refined"):
+            if s in sts:
+                return s
+        return "confirmed"
+
+    def run(self, include_slow: bool = False) -> ClaimResult:
+        if not self.checks:
+            return ClaimResult(self.id, "pending", [], self.source, self.published, {},
+                               "pending: no check implemented yet")
+        ev = Evidence()
+        t0 = time.perf_counter()
+        crashed = None
+        for fn, _, slow in self.checks:
+            if slow and not include_slow:
+                ev.skip(f"slow:{fn.__name__}", "slow check: run with --slow")
+                continue
+            try:
+                fn(ev)
+            except Exception as exc:  # a crashing check is a failed check, reported
+                crashed = f"{fn.__name__} raised {type(exc).__name__}: {exc}"
+                ev.note(traceback.format_exc(limit=6))
+        dt = time.perf_counter() - t0
+        fails = ev.failures
+        if crashed:
+            status, detail = "failed", crashed
+        elif not ev.items:
+            status = "skipped" if ev.skipped else "failed"
+            detail = "; ".join(f"{k}: {v}" for k, v in ev.skipped.items()) or "check made no comparison"
+        elif fails:
+            status = "failed"
+            detail = "; ".join(_describe_failure(f) for f in fails[:3])
+        else:
+            status = self.expected_status
+            detail = ev.summary or f"{len(ev.items)} comparisons passed"
+        return ClaimResult(
+            id=self.id, status=status, layers=ev.layers_run, source=self.source,
+            published=self.published, computed=ev.computed, detail=detail,
+            items=[it.as_dict() for it in ev.items], skipped_layers=dict(ev.skipped),
+            seconds=dt,
+        )
+
+
+_REGISTRY: dict[str, Claim] = {}
+_LOADED = False
+
+
+def declare(id: str, title: str, source: str, published: str, layers: tuple[str, ...] = ()) -> Claim:
+    """Add a claim to the catalogue (without a check: it is ``pending``)."""
+    if id in _REGISTRY:
+        raise ValueError(f"claim {id!r} declared twice")
+    c = Claim(id=id, title=title, source=source, published=published, layers=tuple(layers))
+    _REGISTRY[id] = c
+    return c
+
+
+def check(id: str, *, status: str = "confirmed", slow: bool = False):
+    """Decorator attaching a check function to a declared claim.
+
+    ``status`` is what the claim reports when every comparison passes
+    (``confirmed``, ``corrected`` or ``refined``; a claim with several checks
+    reports the strongest of them).  A ``slow`` check runs only with
+    ``verify --slow``.
+    """
+    if status not in ("confirmed", "corrected", "refined"):
+        raise ValueError(f"status must be confirmed/corrected/refined, got {status!r}")
+
+    def deco(fn: Callable[[Evidence], None]):
+        if id not in _REGISTRY:
+            raise KeyError(f"claim {id!r} is not in the catalogue")
+        _REGISTRY[id].checks.append((fn, status, slow))
+        return fn
+
+    return deco
+
+
+def load() -> dict[str, Claim]:
+    global _LOADED
+    if not _LOADED:
+        for mod in CLAIM_MODULES:
+            try:
+                importlib.import_module(mod)
+            except ModuleNotFoundError as exc:
+                # Only a missing claim module itself is tolerated (a layer whose
+                # issue is not done); a missing dependency inside it is a bug.
+                if exc.name != mod:
+                    raise
+        _LOADED = True
+    return _REGISTRY
+
+
+def claims(pattern: str | None = None) -> list[Claim]:
+    reg = load()
+    pats = [p.strip() for p in (pattern or "*").split(",") if p.strip()]
+    out = [c for c in reg.values() if any(fnmatch.fnmatchcase(c.id, p) for p in pats)]
+    if not out:
+        raise ValueError(f"--only: no claim ID matches {pattern!r}")
+    return out
+
+
+# -- helpers --------------------------------------------------------------
+def _to_float(x) -> float:
+    try:
+        return float(x)
+    except TypeError:
+        return float(complex(x).real)
+
+
+def _is_exact_zero(expr) -> bool:
+    try:
+        import sympy as sp
+    except ImportError:  # pragma: no cover
+        return expr == 0
+    if isinstance(expr, sp.MatrixBase):
+        return all(sp.simplify(e) == 0 for e in expr)
+    return sp.simplify(expr) == 0
+
+
+def _describe_failure(it: Item) -> str:
+    if it.printed:
+        return f"{it.layer}/{it.name}: printed form {it.expected} was not refuted (computed {it.computed})"
+    return f"{it.layer}/{it.name}: computed {_short(it.computed)} vs expected {_short(it.expected)} (tol {it.tolerance})"
+
+
+def _short(x) -> str:
+    if isinstance(x, float):
+        return f"{x:.10g}"
+    s = str(x)
+    return s if len(s) < 60 else s[:57] + "..."
+
+
+def _jsonable(x):
+    """Make numpy / mpmath / sympy values JSON-friendly."""
+    if x is None or isinstance(x, (bool, int, str)):
+        return x
+    if isinstance(x, float):
+        return x if math.isfinite(x) else str(x)
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    mod = type(x).__module__
+    if mod.startswith("numpy"):
+        import numpy as np
+
+        if isinstance(x, np.ndarray):
+            return _jsonable(x.tolist())
+        return _jsonable(x.item())
+    if mod.startswith("mpmath"):
+        return str(x)
+    try:
+        return float(x)
+    except Exception:
+        return str(x)

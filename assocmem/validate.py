@@ -1,0 +1,88 @@
+"""Boundary validation shared by every layer.
+
+Each function raises ``ValueError`` naming the parameter and the offending
+value, which the CLI turns into a one-line message and exit status 2.
+"""
+from __future__ import annotations
+
+import math
+from numbers import Real
+
+import numpy as np
+
+
+def _fmt(x) -> str:
+    a = np.asarray(x)
+    if a.size == 1:
+        return repr(a.item())
+    return f"array of shape {a.shape}"
+
+
+def finite(name: str, x) -> np.ndarray:
+    a = np.asarray(x, dtype=float)
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be finite (got NaN or Inf in {_fmt(x)})")
+    return a
+
+
+def positive(name: str, x) -> np.ndarray:
+    a = finite(name, x)
+    if np.any(a <= 0):
+        raise ValueError(f"{name} must be > 0 (got {_fmt(a[a <= 0].ravel()[0])})")
+    return a
+
+
+def nonnegative(name: str, x) -> np.ndarray:
+    a = finite(name, x)
+    if np.any(a < 0):
+        raise ValueError(f"{name} must be >= 0 (got {_fmt(a[a < 0].ravel()[0])})")
+    return a
+
+
+def in_closed(name: str, x, lo: float, hi: float) -> np.ndarray:
+    a = finite(name, x)
+    if np.any((a < lo) | (a > hi)):
+        bad = a[(a < lo) | (a > hi)].ravel()[0]
+        raise ValueError(f"{name} must lie in [{lo}, {hi}] (got {bad!r})")
+    return a
+
+
+def count(name: str, x, minimum: int = 0) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        if isinstance(x, Real) and float(x).is_integer():
+            x = int(x)
+        else:
+            raise ValueError(f"{name} must be an integer (got {x!r})")
+    if x < minimum:
+        raise ValueError(f"{name} must be >= {minimum} (got {x})")
+    return int(x)
+
+
+def psd(name: str, P, *, rtol: float = 1e-10) -> np.ndarray:
+    """A symmetric positive semi-definite matrix (or stack of them)."""
+    a = finite(name, P)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"{name} must be a square matrix (got shape {a.shape})")
+    scale = max(1.0, float(np.max(np.abs(a)))) if a.size else 1.0
+    if not np.allclose(a, np.swapaxes(a, -1, -2), atol=rtol * scale):
+        raise ValueError(f"{name} must be symmetric")
+    lam = np.linalg.eigvalsh(a)
+    if np.any(lam < -rtol * scale * a.shape[-1]):
+        raise ValueError(f"{name} must be positive semi-definite (min eigenvalue {lam.min():.3g})")
+    return a
+
+
+def choice(name: str, x, options) -> str:
+    if x not in options:
+        raise ValueError(f"{name} must be one of {', '.join(map(str, options))} (got {x!r})")
+    return x
+
+
+def scalar(name: str, x) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number (got {x!r})") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite (got {v!r})")
+    return v
