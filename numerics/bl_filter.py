@@ -121,8 +121,16 @@ def bl_filter(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=None,
     l2a = V.nonnegative("l2", l2)
     r2a = V.positive("r2", r2)
     r2_trailing = (groups,) if groups > 1 else ()
-    shapes.append(l2a.shape[:-1] if l2a.ndim >= 1 else ())
-    shapes.append(r2a.shape[:max(r2a.ndim - 1 - len(r2_trailing), 0)] if r2a.ndim > len(r2_trailing) else ())
+    def lead(a, n_trailing):      # batch axes of a per-step array [..., T, *trailing]
+        return a.shape[:max(a.ndim - 1 - n_trailing, 0)]
+    shapes.append(lead(l2a, 0))
+    shapes.append(lead(r2a, len(r2_trailing)))
+    if variant == "reset" and lam is not None:
+        shapes.append(lead(V.positive("lam", lam), len(r2_trailing)))
+    if variant == "iso" and iso_c is not None:
+        shapes.append(lead(V.positive("iso_c", iso_c), 0))
+    if variant == "linear":
+        shapes.append(lead(V.nonnegative("omega", omega), 0))
     if alpha is not None:
         alpha = V.finite("alpha", alpha)
         shapes.append(alpha.shape[:-2] if alpha.ndim >= 2 else ())

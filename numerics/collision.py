@@ -60,7 +60,9 @@ def run_collision(protocol: CollisionProtocol | None = None, *, variants=("dense
     l2 = pr.l2 if l2 is None else V.nonnegative("l2", l2)
     if "iso" in variants and iso_c is None:
         raise ValueError("iso_c is required for the iso variant (--iso-c)")
-    batch = np.broadcast_shapes(*(np.shape(x) for x in (rho, p0, r2, l2)))
+    batch = np.broadcast_shapes(*(np.shape(x) for x in (rho, p0, r2, l2, la_gain)
+                                  if x is not None),
+                                *(np.shape(x) for x in (iso_c, reset_lambda) if x is not None))
     keys, values, kA, kB = collision_inputs(rho, pr.D, pr.m, pr.schedule())
     keys = np.broadcast_to(keys, batch + keys.shape[-2:])
     q = np.broadcast_to(kB[..., None, :], batch + (pr.T, pr.D))
