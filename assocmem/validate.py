@@ -42,8 +42,8 @@ def nonnegative(name: str, x) -> np.ndarray:
 def in_closed(name: str, x, lo: float, hi: float) -> np.ndarray:
     a = finite(name, x)
     if np.any((a < lo) | (a > hi)):
-        bad = a[(a < lo) | (a > hi)].ravel()[0]
-        raise ValueError(f"{name} must lie in [{lo}, {hi}] (got {bad!r})")
+        bad = float(a[(a < lo) | (a > hi)].ravel()[0])
+        raise ValueError(f"{name} must lie in [{lo:g}, {hi:g}] (got {bad!r})")
     return a
 
 
