@@ -241,6 +241,7 @@ def check(id: str, *, status: str = "confirmed", slow: bool = False):
         raise ValueError(f"status must be confirmed/corrected/refined, got {status!r}")
 
     def deco(fn: Callable[[Evidence], None]):
+        importlib.import_module("assocmem.claims.catalogue")   # declares every ID
         if id not in _REGISTRY:
             raise KeyError(f"claim {id!r} is not in the catalogue")
         _REGISTRY[id].checks.append((fn, status, slow))

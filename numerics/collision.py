@@ -84,3 +84,11 @@ def run_collision(protocol: CollisionProtocol | None = None, *, variants=("dense
         out[v] = VariantRun(p_ab=expit(y_b - y_a), gain=np.broadcast_to(tr.gain, batch + (pr.T,)),
                             y_a=y_a, y_b=y_b, var_a=var_a, var_b=var_b)
     return out
+
+
+def collision_summary(runs: dict[str, VariantRun], pr: CollisionProtocol) -> dict:
+    """The quantities of the published table (App. E.4) from unbatched runs."""
+    b, a = pr.end_of_b - 1, min(pr.first_a, pr.T) - 1
+    return {v: {"p_ab_end_of_b": float(r.p_ab[b]), "p_ab_final": float(r.p_ab[-1]),
+                "margin_final": float(r.margin[-1]), "gain_first_a": float(r.gain[a]),
+                "gain_long_run": float(r.gain[-1])} for v, r in runs.items()}

@@ -84,3 +84,31 @@ def bl_filter_mp(keys, values, queries=None, *, l2, r2, p0, alpha=None, variant=
                 q = [_mpf(x) for x in queries[t]]
                 ys.append([mp.fsum(M[i][j] * q[i] for i in range(D)) for j in range(m)])
         return MpTrace(M=M, P=None if variant == "linear" else P, y=ys, gain=gains)
+
+
+def collision_mp(protocol, variants, dps: int = 60, reset_lambda=None, la_gain="0.5") -> dict:
+    """The collision protocol (App. E.4) at ``dps`` digits: the published table's
+    quantities per variant, as ``mpf``.  Keys use exact ``mpf`` square roots;
+    ``protocol`` is an :class:`assocmem.protocol.CollisionProtocol`."""
+    pr = protocol
+    out = {}
+    with mp.workdps(dps):
+        rho = mp.mpf(str(pr.rho))
+        K = [[mp.mpf(0)] * pr.D for _ in range(pr.m)]
+        K[0][0] = mp.mpf(1)
+        K[1][0], K[1][1] = rho, mp.sqrt(1 - rho ** 2)
+        for i in range(2, pr.m):
+            K[i][i] = mp.mpf(1)
+        sched = pr.schedule()
+        keys = [K[i] for i in sched]
+        vals = [[mp.mpf(int(j == i)) for j in range(pr.m)] for i in sched]
+        queries = [K[1]] * pr.T
+        first_a = min(pr.first_a, pr.T)
+        for v in variants:
+            tr = bl_filter_mp(keys, vals, queries, l2=str(pr.l2), r2=str(pr.r2), p0=str(pr.p0),
+                              variant=v, lam=reset_lambda, omega=la_gain, dps=dps)
+            p = [1 / (1 + mp.exp(y[0] - y[1])) for y in tr.y]
+            out[v] = {"p_ab_end_of_b": p[pr.end_of_b - 1], "p_ab_final": p[-1],
+                      "margin_final": 2 * p[-1] - 1, "gain_first_a": tr.gain[first_a - 1],
+                      "gain_long_run": tr.gain[-1]}
+    return out

@@ -17,51 +17,14 @@ ROUND_TOL = 0.5 * 10.0 ** -PUBLISHED_DECIMALS   # a 5-decimal figure covers ±5e
 F64_REL = 1e-12
 
 
-def _numpy_summary(runs, pr: CollisionProtocol) -> dict:
-    """The published table's quantities from numpy runs."""
-    b, a = pr.end_of_b - 1, pr.first_a - 1
-    out = {}
-    for v, r in runs.items():
-        out[v] = {"p_ab_end_of_b": float(r.p_ab[b]), "p_ab_final": float(r.p_ab[-1]),
-                  "margin_final": float(r.margin[-1]), "gain_first_a": float(r.gain[a]),
-                  "gain_long_run": float(r.gain[-1])}
-    return out
-
-
-def _mp_summary(pr: CollisionProtocol, variants, dps: int = 60, reset_lambda=None, la_gain="0.5") -> dict:
-    import mpmath as mp
-
-    from assocmem.theory.bl_mp import bl_filter_mp
-
-    out = {}
-    with mp.workdps(dps):
-        rho = mp.mpf(str(pr.rho))
-        K = [[mp.mpf(0)] * pr.D for _ in range(pr.m)]
-        K[0][0] = mp.mpf(1)
-        K[1][0], K[1][1] = rho, mp.sqrt(1 - rho ** 2)
-        for i in range(2, pr.m):
-            K[i][i] = mp.mpf(1)
-        sched = pr.schedule()
-        keys = [K[i] for i in sched]
-        vals = [[mp.mpf(int(j == i)) for j in range(pr.m)] for i in sched]
-        queries = [K[1]] * pr.T
-        for v in variants:
-            tr = bl_filter_mp(keys, vals, queries, l2=str(pr.l2), r2=str(pr.r2), p0=str(pr.p0),
-                              variant=v, lam=reset_lambda, omega=la_gain, dps=dps)
-            p = [1 / (1 + mp.exp(y[0] - y[1])) for y in tr.y]
-            out[v] = {"p_ab_end_of_b": p[pr.end_of_b - 1], "p_ab_final": p[-1],
-                      "margin_final": 2 * p[-1] - 1, "gain_first_a": tr.gain[pr.first_a - 1],
-                      "gain_long_run": tr.gain[-1]}
-    return out
-
-
 @check("bl.collision_table", status="confirmed")
 def collision_table(ev: Evidence) -> None:
-    from assocmem.numerics.collision import run_collision
+    from assocmem.numerics.collision import collision_summary, run_collision
+    from assocmem.theory.bl_mp import collision_mp
 
     variants = ("dense", "reset", "linear")
-    num = _numpy_summary(run_collision(PAPER, variants=variants), PAPER)
-    hp = _mp_summary(PAPER, variants)
+    num = collision_summary(run_collision(PAPER, variants=variants), PAPER)
+    hp = collision_mp(PAPER, variants)
     for quantity, per_variant in PUBLISHED.items():
         for v, published in per_variant.items():
             ev.close("numpy", f"{quantity}[{v}] vs published", num[v][quantity], published,
@@ -79,8 +42,8 @@ def collision_table(ev: Evidence) -> None:
                                p0=round(float(rng.uniform(0.05, 5)), 6), r2=round(float(rng.uniform(0.005, 1)), 6),
                                l2=round(float(rng.uniform(0, 0.5)), 6), n_b=int(rng.integers(0, 12)),
                                n_a=int(rng.integers(1, 12)), rounds=int(rng.integers(1, 3)), D=7, m=5)
-        a = _numpy_summary(run_collision(pr, variants=("dense", "diag", "reset", "linear")), pr)
-        b = _mp_summary(pr, ("dense", "diag", "reset", "linear"), dps=50)
+        a = collision_summary(run_collision(pr, variants=("dense", "diag", "reset", "linear")), pr)
+        b = collision_mp(pr, ("dense", "diag", "reset", "linear"), dps=50)
         worst = max(abs(a[v][q] - float(b[v][q])) / max(abs(float(b[v][q])), 1e-300)
                     for v in a for q in a[v])
         ev.holds("mpmath", f"random setting {i}: float64 = 50-digit rerun to 1e-12",
