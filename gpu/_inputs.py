@@ -1,0 +1,162 @@
+"""Boundary checks shared by :func:`naive_bl` and :func:`fused_recurrent_bl`.
+
+Shapes follow flash-linear-attention: tokens ``[B, T, H, D]``, per-token
+scalars ``[B, T, H]``, states ``[B, H, D, m]``.  Every failure is a
+``ValueError`` naming the argument (the CLI turns it into one line, exit 2).
+"""
+from __future__ import annotations
+
+from numbers import Real
+from typing import NamedTuple, Optional
+
+import torch
+
+from assocmem import validate as V
+
+
+class Inputs(NamedTuple):
+    """Validated, shape-normalised inputs (tensors keep their dtype/device)."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    l2: torch.Tensor          # [B, T, H]
+    r2: torch.Tensor          # [B, T, H, G] (a trailing G axis is always present)
+    log_alpha: bool           # True when the decay was given as g = log α
+    alpha: Optional[torch.Tensor]   # [B, T, H, D] (α, or g when log_alpha) or None
+    p0: float
+    M0: Optional[torch.Tensor]      # [B, H, D, m]
+    P0: Optional[torch.Tensor]      # [B, H, G, D, D]
+    G: int
+    grouped: bool             # r2 was given with a G axis (state P then has one too)
+
+    @property
+    def dims(self):
+        B, T, H, D = self.q.shape
+        return B, T, H, D, self.v.shape[-1]
+
+
+def _tensor(name, x, ndim=None):
+    if not torch.is_tensor(x):
+        raise ValueError(f"{name} must be a torch tensor (got {type(x).__name__})")
+    if not (x.is_floating_point()):
+        raise ValueError(f"{name} must have a floating dtype (got {x.dtype})")
+    if ndim is not None and x.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions (got shape {tuple(x.shape)})")
+    return x
+
+
+def _finite(name, x):
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} must be finite (got NaN or Inf)")
+
+
+def check_inputs(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, *, g=None,
+                 values: bool = True) -> Inputs:
+    """Validate the BL op's arguments.
+
+    ``values=False`` keeps the shape/dtype checks (free) and skips the value
+    checks (finite, ``l2 ≥ 0``, ``r2 > 0``, PSD ``P0``), which need a device
+    synchronisation; layers whose parameterisation guarantees them use it.
+    """
+    q = _tensor("q", q, 4)
+    B, T, H, D = q.shape
+    k = _tensor("k", k, 4)
+    if k.shape != q.shape:
+        raise ValueError(f"k must have the shape of q {tuple(q.shape)} (got {tuple(k.shape)})")
+    v = _tensor("v", v, 4)
+    if v.shape[:3] != (B, T, H):
+        raise ValueError(f"v must have shape [B, T, H, m] = [{B}, {T}, {H}, m] (got {tuple(v.shape)})")
+    m = v.shape[-1]
+    if T < 1 or D < 1 or m < 1:
+        raise ValueError(f"q and v need T, D, m >= 1 (got q {tuple(q.shape)}, v {tuple(v.shape)})")
+    dev = q.device
+    for name, x in (("k", k), ("v", v)):
+        if x.device != dev:
+            raise ValueError(f"{name} is on {x.device} but q is on {dev}")
+
+    def per_token(name, x, trailing=None):
+        if isinstance(x, Real) and not isinstance(x, bool):
+            x = torch.full((B, T, H), float(x), dtype=torch.float32, device=dev)
+            return x if trailing is None else x[..., None]
+        x = _tensor(name, x)
+        if x.device != dev:
+            raise ValueError(f"{name} is on {x.device} but q is on {dev}")
+        return x
+
+    l2 = per_token("l2", l2)
+    if tuple(l2.shape) != (B, T, H):
+        raise ValueError(f"l2 must have shape [B, T, H] = [{B}, {T}, {H}] (got {tuple(l2.shape)})")
+    grouped = torch.is_tensor(r2) and r2.ndim == 4
+    r2 = per_token("r2", r2)
+    if r2.ndim == 3:
+        if tuple(r2.shape) != (B, T, H):
+            raise ValueError(f"r2 must have shape [B, T, H] or [B, T, H, G] (got {tuple(r2.shape)})")
+        r2 = r2[..., None]
+    elif r2.ndim != 4 or tuple(r2.shape[:3]) != (B, T, H):
+        raise ValueError(f"r2 must have shape [B, T, H] or [B, T, H, G] (got {tuple(r2.shape)})")
+    G = r2.shape[-1]
+    if G < 1 or m % G:
+        raise ValueError(f"r2's group count G={G} must divide the value width m={m}")
+
+    if alpha is not None and g is not None:
+        raise ValueError("give at most one of alpha (decay) and g (log-decay)")
+    dec, log_alpha = (alpha, False) if g is None else (g, True)
+    dec_name = "g" if log_alpha else "alpha"
+    if dec is not None:
+        dec = _tensor(dec_name, dec)
+        if dec.device != dev:
+            raise ValueError(f"{dec_name} is on {dec.device} but q is on {dev}")
+        if tuple(dec.shape) != (B, T, H, D):
+            raise ValueError(f"{dec_name} must have shape [B, T, H, D] = [{B}, {T}, {H}, {D}] "
+                             f"(got {tuple(dec.shape)})")
+
+    p0 = V.scalar("p0", p0)
+    if p0 < 0:
+        raise ValueError(f"p0 must be >= 0 (got {p0!r})")
+
+    M0 = P0 = None
+    if initial_state is not None:
+        if not isinstance(initial_state, (tuple, list)) or len(initial_state) != 2:
+            raise ValueError("initial_state must be a pair (M [B, H, D, m], P [B, H, D, D])")
+        M0, P0 = initial_state
+        M0 = _tensor("initial_state[0] (M)", M0, 4)
+        if tuple(M0.shape) != (B, H, D, m):
+            raise ValueError(f"initial_state[0] (M) must have shape [B, H, D, m] = [{B}, {H}, {D}, {m}] "
+                             f"(got {tuple(M0.shape)})")
+        P0 = _tensor("initial_state[1] (P)", P0)
+        if P0.ndim == 4 and G == 1 and tuple(P0.shape) == (B, H, D, D):
+            P0 = P0[:, :, None]
+        if tuple(P0.shape) != (B, H, G, D, D):
+            want = f"[{B}, {H}, {D}, {D}]" if G == 1 else f"[{B}, {H}, {G}, {D}, {D}]"
+            raise ValueError(f"initial_state[1] (P) must have shape {want} (got {tuple(P0.shape)})")
+        for name, x in (("initial_state[0] (M)", M0), ("initial_state[1] (P)", P0)):
+            if x.device != dev:
+                raise ValueError(f"{name} is on {x.device} but q is on {dev}")
+
+    if values:
+        for name, x in (("q", q), ("k", k), ("v", v), ("l2", l2), ("r2", r2)):
+            _finite(name, x)
+        if bool((l2 < 0).any()):
+            raise ValueError(f"l2 must be >= 0 (got {float(l2.min())!r})")
+        if bool((r2 <= 0).any()):
+            raise ValueError(f"r2 must be > 0 (got {float(r2.min())!r})")
+        if dec is not None:
+            if log_alpha:
+                # g = -inf is a legal "forget everything" decay (α = 0)
+                if bool(torch.isnan(dec).any() | (dec == float("inf")).any()):
+                    raise ValueError("g must not be NaN or +Inf")
+            else:
+                _finite("alpha", dec)
+        if M0 is not None:
+            _finite("initial_state[0] (M)", M0)
+            _finite("initial_state[1] (P)", P0)
+            Pd = P0.detach().double()
+            scale = max(1.0, float(Pd.abs().max()))
+            if bool(((Pd - Pd.transpose(-1, -2)).abs() > 1e-6 * scale).any()):
+                raise ValueError("initial_state[1] (P) must be symmetric")
+            lam = torch.linalg.eigvalsh(0.5 * (Pd + Pd.transpose(-1, -2)))
+            if bool((lam < -1e-6 * scale * D).any()):
+                raise ValueError(f"initial_state[1] (P) must be positive semi-definite "
+                                 f"(min eigenvalue {float(lam.min()):.3g})")
+    return Inputs(q, k, v, l2, r2, log_alpha, dec, p0, M0, P0, G, grouped)

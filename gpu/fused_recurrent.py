@@ -1,0 +1,298 @@
+r"""``fused_recurrent_bl``: the token-by-token BL filter as a differentiable torch op.
+
+Forward (BL Prop. 1, Eqs. 9-13, p.4; grouped noise App. D): see
+:mod:`assocmem.gpu.naive` for the recurrence.  The Triton kernels are in
+:mod:`assocmem.gpu._kernels`; this module allocates, launches and assembles.
+
+Backward: reverse-time adjoints.  Write ``w_t = β_t u_t``, ``e_t`` the
+innovation, ``Ā_t = diag(α_t)``; ``G_t = ∂L/∂M_t`` and ``H_t`` the symmetric
+part of ``∂L/∂P_t`` (all uses of ``H`` go through its symmetric part because
+``P`` is symmetric).  Per step, going backwards:
+
+* mean: ``G_t += q_t do_tᵀ``; ``de_t = G_tᵀ w_t`` (``= dv_t``);
+  ``dw_t = G_t e_t``; ``G_{t-1} = Ā_t (G_t − k_t de_tᵀ)``;
+* covariance: ``c = H_t u_t``; ``dβ_t = u_t·dw_t − u_tᵀ c``;
+  ``ds_t = dr²_t = −β_t² dβ_t``; ``du_t = −2β_t c + ds_t k_t + β_t dw_t``;
+  ``dℓ²_t = tr H_t + du_t·k_t``; ``H_{t-1} = Ā_t sym(H_t + du_t k_tᵀ) Ā_t``;
+* ``dk_t = −Ā_t M_{t-1} de_t + ds_t u_t + P̄_t du_t`` and ``dq_t = M_t do_t``:
+  these need the states, which two forward passes recompute from the initial
+  state (the checkpoint) while reading the per-token vectors above.
+
+Decay gradient without per-token states: for ``g = log α`` the scaling
+identities ``Σ_j ∂L/∂M̄_ij M̄_ij = (rowsum(G ⊙ M))`` telescoped over time give
+
+``∂L/∂g_t = Σ_{s≥t} [q_s⊙dq_s − Σ_groups w_s⊙dw_s + k_s⊙dk^{mean}_s
++ Σ_groups (z_s + k_s⊙x_s)] + rowsum(dM_T ⊙ M_T) + Σ_groups 2 rowsum(sym(dP_T) ⊙ P_T)``
+
+with ``x_s = P̄_s du_s``, ``z_s = 2β u⊙c + du⊙u − 2ℓ²(diag H + du⊙k)`` (derivation
+in docs/gpu.md); ``∂L/∂α = (∂L/∂g)/α``, so gradients with respect to ``α``
+need ``α ≠ 0`` (pass ``g=`` to train strong forgetting).
+"""
+from __future__ import annotations
+
+import torch
+
+from ._dispatch import kernels, mode_for
+from ._inputs import check_inputs
+from .naive import naive_bl
+
+# Tests and the benchmark set this to fill every kernel output with NaN before
+# the kernels run, so that an element a kernel forgets to write fails.
+POISON = False
+
+
+def _empty(shape, dtype, device):
+    if POISON:
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def default_config(D: int, m: int, G: int, T: int = 0, BH: int = 0) -> dict:
+    """Launch parameters (block sizes and warps), by shape.
+
+    ``BV`` (value columns per mean-pass program) divides the group width so that
+    a program serves one noise group.  Values measured on an H200
+    (benchmarks/, docs/gpu.md).
+    """
+    BD = _pow2(D)
+    mg = m // G
+    low = mg & (-mg)                       # largest power of two dividing m/G
+    bv_max = 32 if BD >= 128 else 64
+    if G == 1:
+        BV = min(_pow2(m), bv_max)
+    else:
+        BV = min(low, bv_max)
+    cov_warps = {1: 1, 2: 1, 4: 1, 8: 1, 16: 1, 32: 2, 64: 4}.get(BD, 8)
+    n = BV * BD
+    mean_warps = 1 if n <= 512 else 2 if n <= 1024 else 4 if n <= 4096 else 8
+    return {"BD": BD, "BV": BV, "cov_warps": cov_warps, "mean_warps": mean_warps}
+
+
+def _launch_cfg(D, m, G, T, BH, override):
+    cfg = default_config(D, m, G, T, BH)
+    if override:
+        cfg.update(override)
+    mg = m // G
+    BV = int(cfg["BV"])
+    if BV & (BV - 1) or BV < 1:
+        raise ValueError(f"config BV must be a power of two (got {BV})")
+    if G > 1 and mg % BV:
+        raise ValueError(f"config BV={BV} must divide the group width m/G={mg}")
+    cfg["NV"] = -(-m // BV)
+    return cfg
+
+
+def _forward(K, q, k, v, l2, r2, a, M0, P0, p0, cfg, need_e):
+    B, T, H, D = q.shape
+    m = v.shape[-1]
+    G = r2.shape[-1]
+    dev = q.device
+    f32 = torch.float32
+    dummy = torch.zeros(1, dtype=f32, device=dev)
+    u = _empty((B, T, H, G, D), f32, dev)
+    beta = _empty((B, T, H, G), f32, dev)
+    PT = _empty((B, H, G, D, D), f32, dev)
+    K.cov_fwd_kernel[(B * H * G,)](
+        k, a if a is not None else dummy, l2, r2, P0 if P0 is not None else dummy,
+        u, beta, PT, float(p0), T,
+        H=H, G=G, D=D, BD=cfg["BD"], HAS_ALPHA=a is not None, HAS_P0=P0 is not None,
+        num_warps=cfg["cov_warps"])
+    o = _empty((B, T, H, m), v.dtype, dev)
+    e = _empty((B, T, H, m), f32, dev) if need_e else dummy
+    MT = _empty((B, H, D, m), f32, dev)
+    NV = cfg["NV"]
+    K.mean_fwd_kernel[(B * H * NV,)](
+        q, k, v, a if a is not None else dummy, u, beta, M0 if M0 is not None else dummy,
+        o, e, MT, T,
+        H=H, G=G, D=D, M=m, MG=m // G, BD=cfg["BD"], BV=cfg["BV"], NV=NV,
+        HAS_ALPHA=a is not None, HAS_M0=M0 is not None, STORE_E=need_e,
+        num_warps=cfg["mean_warps"])
+    return o, MT, PT, u, beta, e
+
+
+def _backward(K, q, k, a, l2, M0, P0, p0, u, beta, e, MT, PT, do, dMT, dPT, cfg, need_dg):
+    B, T, H, D = q.shape
+    m = do.shape[-1]
+    G = u.shape[3]
+    mg = m // G
+    dev = q.device
+    f32 = torch.float32
+    dummy = torch.zeros(1, dtype=f32, device=dev)
+    NV, BV, BD = cfg["NV"], cfg["BV"], cfg["BD"]
+    NTOK = B * T * H
+    do = do.contiguous()
+    has_a = a is not None
+
+    de = _empty((B, T, H, m), f32, dev)
+    dw_part = _empty((NV, B, T, H, D), f32, dev)
+    dM0 = _empty((B, H, D, m), f32, dev)
+    K.mean_bwd_rev_kernel[(B * H * NV,)](
+        q, k, a if has_a else dummy, u, beta, e, do, dMT if dMT is not None else dummy,
+        de, dw_part, dM0, T, NTOK,
+        H=H, G=G, D=D, M=m, MG=mg, BD=BD, BV=BV, NV=NV,
+        HAS_ALPHA=has_a, HAS_DMT=dMT is not None, num_warps=cfg["mean_warps"])
+    if G == 1:
+        dw = dw_part.sum(0)[:, :, :, None, :]
+    else:
+        # blocks of one group are consecutive (BV divides m/G)
+        dw = dw_part.view(G, NV // G, B, T, H, D).sum(1).permute(1, 2, 3, 0, 4)
+    dw = dw.contiguous()
+
+    du = _empty((B, T, H, G, D), f32, dev)
+    z = _empty((B, T, H, G, D), f32, dev)
+    sc = _empty((B, T, H, G, 2), f32, dev)
+    dP0 = _empty((B, H, G, D, D), f32, dev)
+    K.cov_bwd_rev_kernel[(B * H * G,)](
+        k, a if has_a else dummy, l2, u, beta, dw, dPT if dPT is not None else dummy,
+        du, z, sc, dP0, T,
+        H=H, G=G, D=D, BD=BD, HAS_ALPHA=has_a, HAS_DPT=dPT is not None,
+        num_warps=cfg["cov_warps"])
+
+    x = _empty((B, T, H, G, D), f32, dev)
+    K.cov_bwd_fwd_kernel[(B * H * G,)](
+        a if has_a else dummy, l2, P0 if P0 is not None else dummy, u, beta, du, x, float(p0), T,
+        H=H, G=G, D=D, BD=BD, HAS_ALPHA=has_a, HAS_P0=P0 is not None,
+        num_warps=cfg["cov_warps"])
+    dq_part = _empty((NV, B, T, H, D), f32, dev)
+    dk_part = _empty((NV, B, T, H, D), f32, dev)
+    K.mean_bwd_fwd_kernel[(B * H * NV,)](
+        a if has_a else dummy, u, beta, e, de, do, M0 if M0 is not None else dummy, dq_part, dk_part,
+        T, NTOK,
+        H=H, G=G, D=D, M=m, MG=mg, BD=BD, BV=BV, NV=NV,
+        HAS_ALPHA=has_a, HAS_M0=M0 is not None, num_warps=cfg["mean_warps"])
+
+    ds = sc[..., 0]
+    dl2 = sc[..., 1].sum(-1)
+    dq = dq_part.sum(0)
+    dk_mean = dk_part.sum(0)
+    dk = dk_mean + (x + ds[..., None] * u).sum(3)
+    dg = None
+    if need_dg:
+        qf, kf = q.to(f32), k.to(f32)
+        w = beta[..., None] * u
+        term = qf * dq - (w * dw).sum(3) + kf * dk_mean + (z + kf[:, :, :, None, :] * x).sum(3)
+        dg = term.flip(1).cumsum(1).flip(1)
+        final = torch.zeros(B, H, D, dtype=f32, device=dev)
+        if dMT is not None:
+            final = final + (dMT * MT).sum(-1)
+        if dPT is not None:
+            final = final + 2.0 * (dPT * PT).sum(-1).sum(2)
+        dg = dg + final[:, None]
+    return dq, dk, de, dl2, ds, dg, dM0, dP0
+
+
+class _BLFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, l2, r2, dec, M0, P0, p0, log_alpha, interpret, cfg):
+        K = kernels(interpret)
+        q, k, v, l2, r2 = (t.contiguous() for t in (q, k, v, l2, r2))
+        a = None
+        if dec is not None:
+            a = (torch.exp(dec.float()) if log_alpha else dec).contiguous()
+        M0c = M0.contiguous() if M0 is not None else None
+        P0c = P0.contiguous() if P0 is not None else None
+        need_grad = any(ctx.needs_input_grad[:8])
+        o, MT, PT, u, beta, e = _forward(K, q, k, v, l2, r2, a, M0c, P0c, p0, cfg, need_grad)
+        if need_grad:
+            ctx.save_for_backward(q, k, l2, a, M0c, P0c, u, beta, e, MT, PT)
+            ctx.meta = (p0, log_alpha, interpret, cfg, v.dtype, r2.dtype,
+                        None if dec is None else dec.dtype)
+        ctx.set_materialize_grads(False)
+        return o, MT, PT
+
+    @staticmethod
+    def backward(ctx, do, dMT, dPT):
+        q, k, l2, a, M0, P0, u, beta, e, MT, PT = ctx.saved_tensors
+        p0, log_alpha, interpret, cfg, vdt, r2dt, decdt = ctx.meta
+        B, T, H, D = q.shape
+        m = e.shape[-1]
+        if do is None:
+            do = torch.zeros(B, T, H, m, dtype=torch.float32, device=q.device)
+        if dMT is not None:
+            dMT = dMT.float().contiguous()
+        if dPT is not None:
+            dPT = dPT.float()
+            dPT = (0.5 * (dPT + dPT.transpose(-1, -2))).contiguous()
+        need_dg = a is not None and ctx.needs_input_grad[5]
+        dq, dk, dv, dl2, dr2, dg, dM0, dP0 = _backward(
+            kernels(interpret), q, k, a, l2, M0, P0, p0, u, beta, e, MT, PT, do, dMT, dPT, cfg, need_dg)
+        ddec = None
+        if need_dg:
+            ddec = dg if log_alpha else dg / a.float()
+            ddec = ddec.to(decdt)
+        return (dq.to(q.dtype), dk.to(k.dtype), dv.to(vdt), dl2.to(l2.dtype), dr2.to(r2dt), ddec,
+                None if M0 is None else dM0.to(M0.dtype), None if P0 is None else dP0.to(P0.dtype),
+                None, None, None, None)
+
+
+def fused_recurrent_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
+                       *, g=None, validate: bool = True, config: dict | None = None):
+    r"""The Bayesian Layer, token by token, as a differentiable op (fla conventions).
+
+    Parameters
+    ----------
+    q, k : ``[B, T, H, D]`` queries and keys; v : ``[B, T, H, m]`` values.
+    l2 : ``[B, T, H]`` process-noise variance ℓ² ≥ 0 (a number is broadcast).
+    r2 : ``[B, T, H]`` observation-noise variance r² > 0, or ``[B, T, H, G]``
+        for ``G`` noise groups (``G`` divides ``m``; BL App. D).
+    alpha : ``[B, T, H, D]`` diagonal dynamics (``None``: identity);
+        g : the same as a log-decay ``α = exp(g)`` (keyword; exclusive with alpha).
+    p0 : prior scale (``P_0 = p0 I``, ``M_0 = 0``) when ``initial_state`` is None.
+    initial_state : ``(M [B, H, D, m], P [B, H, D, D])`` (``P [B, H, G, D, D]`` with groups).
+    validate : check values (finite, signs, PSD) at the cost of a device sync.
+    config : override launch parameters (see :func:`default_config`).
+
+    Returns ``(o [B, T, H, m], final_state or None)``; ``o_t = M_tᵀ q_t`` after
+    the update at ``t``, in ``v``'s dtype; the state is float32.
+
+    CUDA tensors run the compiled Triton kernels, CPU tensors with
+    ``TRITON_INTERPRET=1`` the same kernels interpreted, other CPU tensors
+    :func:`naive_bl`.
+    """
+    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate)
+    mode = mode_for(x.q.device)
+    if mode == "naive":
+        return naive_bl(q, k, v, l2, r2, alpha, p0, initial_state, output_final_state, g=g,
+                        validate=False)
+    if validate and x.alpha is not None and not x.log_alpha and x.alpha.requires_grad \
+            and bool((x.alpha == 0).any()):
+        raise ValueError("alpha has exact zeros: its gradient is computed as dL/dlog(alpha) / alpha; "
+                         "pass the log-decay as g= instead")
+    B, T, H, D, m = x.dims
+    cfg = _launch_cfg(D, m, x.G, T, B * H, config)
+    o, MT, PT = _BLFunction.apply(x.q, x.k, x.v, x.l2, x.r2, x.alpha, x.M0, x.P0, x.p0, x.log_alpha,
+                                  mode == "interpret", cfg)
+    if not output_final_state:
+        return o, None
+    return o, (MT, PT if x.grouped else PT[:, :, 0])
+
+
+def fused_recurrent_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, *, g=None,
+                             validate: bool = True, config: dict | None = None):
+    """Forward only, also returning the kernel's per-token filter quantities.
+
+    Returns ``(o, (M_T, P_T), u [B, T, H, G, D], beta [B, T, H, G])``; the
+    gain of the write at ``t`` is ``β_t k_tᵀ u_t``.  Used by the claim checks
+    (``bl.collision_table``'s triton layer).  Needs a Triton mode (GPU or
+    ``TRITON_INTERPRET=1``).
+    """
+    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate)
+    mode = mode_for(x.q.device)
+    if mode == "naive":
+        raise ValueError("fused_recurrent_bl_trace needs CUDA tensors or TRITON_INTERPRET=1")
+    B, T, H, D, m = x.dims
+    cfg = _launch_cfg(D, m, x.G, T, B * H, config)
+    a = None
+    if x.alpha is not None:
+        a = (torch.exp(x.alpha.float()) if x.log_alpha else x.alpha).contiguous()
+    with torch.no_grad():
+        o, MT, PT, u, beta, _ = _forward(
+            kernels(mode == "interpret"), x.q.contiguous(), x.k.contiguous(), x.v.contiguous(),
+            x.l2.contiguous(), x.r2.contiguous(), a,
+            None if x.M0 is None else x.M0.contiguous(), None if x.P0 is None else x.P0.contiguous(),
+            x.p0, cfg, False)
+    return o, (MT, PT if x.grouped else PT[:, :, 0]), u, beta
