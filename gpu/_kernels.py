@@ -35,6 +35,11 @@ from the initial state (the checkpoint) in forward passes, never stored per toke
 import triton
 import triton.language as tl
 
+# Reductions call tl.reduce with the standard sum combiner instead of tl.sum:
+# tl.sum is itself a @jit library function, built compiled or interpreted when
+# triton is first imported, and a compiled one cannot run inside an
+# interpreted kernel; the interpreter recognises _sum_combine and uses numpy.
+
 
 # --------------------------------------------------------------------------
 # forward: covariance pass
@@ -78,9 +83,9 @@ def cov_fwd_kernel(k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr, u_ptr, beta_ptr, pT_ptr
         if HAS_ALPHA:
             P = P * (aa[:, None] * aa[None, :])
         P = P + tl.where(diag, l2, 0.)
-        u = tl.sum(P * kk[None, :], axis=1)                       # u = P̄ k
+        u = tl.reduce(P * kk[None, :], 1, tl.standard._sum_combine)                       # u = P̄ k
         uc = u[None, :]
-        s = tl.sum(uc * kk[None, :], axis=1)                      # kᵀu, shape [1]
+        s = tl.reduce(uc * kk[None, :], 1, tl.standard._sum_combine)                      # kᵀu, shape [1]
         beta = 1.0 / (r2 + s)
         P = P - (u[:, None] * uc) * beta[:, None]
         cur = tok + t * H
@@ -112,7 +117,7 @@ def mean_fwd_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, m0_ptr, o_ptr, 
     if HAS_M0:
         S = tl.load(m0_ptr + i_bh * D * M + ri[None, :] * M + cv[:, None], mask=m2, other=0.).to(tl.float32)
     else:
-        S = tl.zeros([BV, BD], dtype=tl.float32)
+        S = tl.full([BV, BD], 0., tl.float32)
     tok = i_b * T * H + i_h
     q_nx = tl.load(q_ptr + tok * D + ri, mask=mi, other=0.).to(tl.float32)
     k_nx = tl.load(k_ptr + tok * D + ri, mask=mi, other=0.).to(tl.float32)
@@ -138,10 +143,10 @@ def mean_fwd_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, m0_ptr, o_ptr, 
         if HAS_ALPHA:
             a_nx = tl.load(a_ptr + tn * D + ri, mask=mi, other=0.).to(tl.float32)
             S = S * aa[None, :]
-        pred = tl.sum(S * kk[None, :], axis=1)                    # (A M)ᵀ k
+        pred = tl.reduce(S * kk[None, :], 1, tl.standard._sum_combine)                    # (A M)ᵀ k
         e = vv - pred                                             # innovation
         S = S + e[:, None] * (bb * uu)[None, :]
-        o = tl.sum(S * qq[None, :], axis=1)                       # Mᵀ q
+        o = tl.reduce(S * qq[None, :], 1, tl.standard._sum_combine)                       # Mᵀ q
         cur = tok + t * H
         tl.store(o_ptr + cur * M + cv, o.to(o_ptr.dtype.element_ty), mask=mv)
         if STORE_E:
@@ -174,7 +179,7 @@ def mean_bwd_rev_kernel(q_ptr, k_ptr, a_ptr, u_ptr, beta_ptr, e_ptr, do_ptr, dmT
     if HAS_DMT:
         S = tl.load(dmT_ptr + i_bh * D * M + ri[None, :] * M + cv[:, None], mask=m2, other=0.).to(tl.float32)
     else:
-        S = tl.zeros([BV, BD], dtype=tl.float32)
+        S = tl.full([BV, BD], 0., tl.float32)
     tok = i_b * T * H + i_h
     tlast = tok + (T - 1) * H
     q_nx = tl.load(q_ptr + tlast * D + ri, mask=mi, other=0.).to(tl.float32)
@@ -206,8 +211,8 @@ def mean_bwd_rev_kernel(q_ptr, k_ptr, a_ptr, u_ptr, beta_ptr, e_ptr, do_ptr, dmT
             a_nx = tl.load(a_ptr + tn * D + ri, mask=mi, other=0.).to(tl.float32)
         S = S + dd[:, None] * qq[None, :]                          # G_t
         w = bb * uu
-        de = tl.sum(S * w[None, :], axis=1)                        # G_tᵀ w_t
-        dw = tl.sum(S * ee[:, None], axis=0)                       # G_t e_t (this block's columns)
+        de = tl.reduce(S * w[None, :], 1, tl.standard._sum_combine)                        # G_tᵀ w_t
+        dw = tl.reduce(S * ee[:, None], 0, tl.standard._sum_combine)                       # G_t e_t (this block's columns)
         cur = tok + t * H
         tl.store(de_ptr + cur * M + cv, de, mask=mv)
         tl.store(dw_ptr + (i_v * NTOK + cur) * D + ri, dw, mask=mi)
@@ -237,7 +242,7 @@ def cov_bwd_rev_kernel(k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, dw_ptr, dpT_ptr,
     if HAS_DPT:
         Hs = tl.load(dpT_ptr + pid * D * D + ri[:, None] * D + ri[None, :], mask=m2, other=0.).to(tl.float32)
     else:
-        Hs = tl.zeros([BD, BD], dtype=tl.float32)
+        Hs = tl.full([BD, BD], 0., tl.float32)
     tok = i_b * T * H + i_h
     for j in range(T):
         t = T - 1 - j
@@ -247,16 +252,16 @@ def cov_bwd_rev_kernel(k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, dw_ptr, dpT_ptr,
         dw = tl.load(dw_ptr + (cur * G + i_g) * D + ri, mask=mi, other=0.)
         bb = tl.load(beta_ptr + cur * G + i_g)
         l2 = tl.load(l2_ptr + cur).to(tl.float32)
-        c = tl.sum(Hs * uu[None, :], axis=1)                       # H u
+        c = tl.reduce(Hs * uu[None, :], 1, tl.standard._sum_combine)                       # H u
         cc = c[None, :]
-        uHu = tl.sum(cc * uu[None, :], axis=1)                     # uᵀ H u, shape [1]
-        udw = tl.sum(uu[None, :] * dw[None, :], axis=1)
+        uHu = tl.reduce(cc * uu[None, :], 1, tl.standard._sum_combine)                     # uᵀ H u, shape [1]
+        udw = tl.reduce(uu[None, :] * dw[None, :], 1, tl.standard._sum_combine)
         dbeta = udw - uHu
         ds = -(bb * bb) * dbeta                                    # = d r² as well
         du = -2.0 * bb * c + ds * kk + bb * dw                     # total adjoint of u_t
-        dH = tl.sum(tl.where(diag, Hs, 0.), axis=1)                # diag(H)
-        trH = tl.sum(dH[None, :], axis=1)
-        duk = tl.sum(du[None, :] * kk[None, :], axis=1)
+        dH = tl.reduce(tl.where(diag, Hs, 0.), 1, tl.standard._sum_combine)                # diag(H)
+        trH = tl.reduce(dH[None, :], 1, tl.standard._sum_combine)
+        duk = tl.reduce(du[None, :] * kk[None, :], 1, tl.standard._sum_combine)
         dl2 = trH + duk                                            # tr(dP̄)
         z = 2.0 * bb * uu * c + du * uu - 2.0 * l2 * (dH + du * kk)
         tl.store(du_ptr + (cur * G + i_g) * D + ri, du, mask=mi)
@@ -303,7 +308,7 @@ def cov_bwd_fwd_kernel(a_ptr, l2_ptr, p0_ptr, u_ptr, beta_ptr, du_ptr, x_ptr, p0
             aa = tl.load(a_ptr + cur * D + ri, mask=mi, other=0.).to(tl.float32)
             P = P * (aa[:, None] * aa[None, :])
         P = P + tl.where(diag, l2, 0.)
-        x = tl.sum(P * du[None, :], axis=1)                        # P̄ du
+        x = tl.reduce(P * du[None, :], 1, tl.standard._sum_combine)                        # P̄ du
         tl.store(x_ptr + (cur * G + i_g) * D + ri, x, mask=mi)
         P = P - (uu[:, None] * uu[None, :]) * bb
 
@@ -331,7 +336,7 @@ def mean_bwd_fwd_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, de_ptr, do_ptr, m0_ptr, d
     if HAS_M0:
         S = tl.load(m0_ptr + i_bh * D * M + ri[None, :] * M + cv[:, None], mask=m2, other=0.).to(tl.float32)
     else:
-        S = tl.zeros([BV, BD], dtype=tl.float32)
+        S = tl.full([BV, BD], 0., tl.float32)
     tok = i_b * T * H + i_h
     for t in range(T):
         cur = tok + t * H
@@ -343,8 +348,8 @@ def mean_bwd_fwd_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, de_ptr, do_ptr, m0_ptr, d
         if HAS_ALPHA:
             aa = tl.load(a_ptr + cur * D + ri, mask=mi, other=0.).to(tl.float32)
             S = S * aa[None, :]
-        dk = -tl.sum(S * de[:, None], axis=0)
+        dk = -tl.reduce(S * de[:, None], 0, tl.standard._sum_combine)
         S = S + ee[:, None] * (bb * uu)[None, :]
-        dq = tl.sum(S * dd[:, None], axis=0)
+        dq = tl.reduce(S * dd[:, None], 0, tl.standard._sum_combine)
         tl.store(dk_ptr + (i_v * NTOK + cur) * D + ri, dk, mask=mi)
         tl.store(dq_ptr + (i_v * NTOK + cur) * D + ri, dq, mask=mi)
