@@ -73,8 +73,8 @@ def numpy_reference():
 
 
 def rel_rms(ref, out):
-    ref = torch.as_tensor(ref).double()
-    out = torch.as_tensor(out).double()
+    ref = torch.as_tensor(ref).detach().double()
+    out = torch.as_tensor(out).detach().double()
     return float((ref - out).norm() / ref.norm().clamp_min(1e-300))
 
 
