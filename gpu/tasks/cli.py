@@ -1,0 +1,89 @@
+"""``assocmem gpu train`` / ``assocmem gpu sweep`` (the learned tasks).
+
+``register(gpu_subparsers)`` adds the two sub-commands to the ``assocmem gpu``
+group; ``python -m assocmem.gpu.tasks ...`` runs the same parser standalone.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .train import TASKS, TASK_DEFS
+
+
+def register(sub) -> None:
+    p = sub.add_parser("train", help="train one model on a learned task (GPU; tiny runs work on CPU)",
+                       description="Train one model on one task with the paper's settings and write a JSON "
+                                   "result with provenance to OUT/TASK/MODEL_sSEED.json.")
+    p.add_argument("task", choices=TASKS)
+    p.add_argument("--model", required=True,
+                   help="; ".join(f"{t}: {', '.join(d.models)}" for t, d in TASK_DEFS.items()))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=None, help="default: the paper's (2500 BL tasks, 2000 swap)")
+    p.add_argument("--batch-size", type=int, default=None, help="default 256")
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    p.add_argument("--out", default="results", help="output folder (default results/)")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/TASK/MODEL_sSEED.ckpt.pt")
+    p.add_argument("--eval", dest="eval_mode", default="auto", choices=("auto", "full", "quick", "none"),
+                   help="test grid: full (the paper's), quick (a few settings), auto = full on cuda, quick on cpu")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=run_train)
+
+    s = sub.add_parser("sweep", help="run a task's grid (models x seeds) over all visible GPUs",
+                       description="Run the paper's grid for TASK, one process per worker slot "
+                                   "(--workers-per-device per GPU); finished runs are skipped.")
+    s.add_argument("task", choices=TASKS)
+    s.add_argument("--out", default="results")
+    s.add_argument("--models", default=None, help="comma-separated subset (default: all, in priority order)")
+    s.add_argument("--seeds", default=None, help="comma-separated (default 0,1,2; swap tracking 0)")
+    s.add_argument("--steps", type=int, default=None)
+    s.add_argument("--batch-size", type=int, default=None)
+    s.add_argument("--workers-per-device", type=int, default=4)
+    s.set_defaults(func=run_sweep)
+
+
+def run_train(args) -> int:
+    from .train import train
+
+    res = train(args.task, args.model, seed=args.seed, steps=args.steps, batch_size=args.batch_size,
+                device=args.device, out=args.out, resume=args.resume, eval_mode=args.eval_mode,
+                progress=not args.no_progress and sys.stderr.isatty())
+    last = res["curve"][-1] if res["curve"] else {}
+    print(json.dumps({"task": res["task"], "model": res["model"], "seed": res["seed"],
+                      "final_train": last, "wall_s": res["provenance"]["wall_s"],
+                      "device": res["provenance"]["device"]}))
+    return 0
+
+
+def run_sweep(args) -> int:
+    from .sweep import sweep
+
+    def ints(s):
+        try:
+            return [int(x) for x in s.split(",") if x.strip()]
+        except ValueError:
+            raise ValueError(f"seeds must be comma-separated integers (got {s!r})") from None
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
+    seeds = ints(args.seeds) if args.seeds else None
+    recs = sweep(args.task, models=models, seeds=seeds, out=args.out, steps=args.steps,
+                 batch_size=args.batch_size, workers_per_device=args.workers_per_device,
+                 log=lambda m: print(m, flush=True))
+    return 1 if any(r["rc"] != 0 for r in recs) else 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m assocmem.gpu.tasks",
+                                     description="Learned tasks of the BL and AM papers.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    register(sub)
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ValueError as exc:
+        print(f"assocmem gpu {args.command}: error: {exc}", file=sys.stderr)
+        return 2

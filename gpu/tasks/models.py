@@ -1,0 +1,354 @@
+r"""Models of the learned tasks.
+
+Shared backbone (BL App. E.5, pp.23-26): input projection to width 64, two
+pre-norm residual blocks ``h += mixer(LN h); h += MLP(LN h)``, a final
+LayerNorm and a linear read-out to the label logits.  Every mixer has 4 heads
+of dimension 16, takes the task's addresses directly as keys and queries
+(``q = k = address`` in every layer and head; no learned key projection, so a
+model cannot project a designed collision away), and learns only the value
+projection, its per-token gates and the output projection.  Mixers differ only
+in the recurrent core (see :mod:`.recurrences`):
+
+=========  ==================================================================
+``bl``     the Bayesian Layer op (dense covariance, ``A = I``), per-token
+           ``ℓ_t² = softplus(·)``, ``r_t² = softplus(·) + ε`` per head
+``diag``   the same with the diagonal-covariance ablation
+``reset``  covariance reset (delta rule in BL's noise parameterisation,
+           ``η = ℓ²/(r² + ℓ²‖k‖²)``, same gate parameterisation as ``bl``)
+``delta``  DeltaNet-style core, ``η_t = sigmoid(·)``
+``linear`` linear-attention core in the additive family, ``ω = λ/(λ + r²)``
+``gla``    GLA-style core, per-key-dimension decay ``α = sigmoid(·)^{1/16}``
+=========  ==================================================================
+
+For swap tracking (AM §3.2): a causal softmax Transformer (1/2/4/8 layers,
+RoPE) and the DeltaFormer (AM Eqs. 37-42, pp.12-14)
+
+.. math::  u_t = v_t - \beta_t \sum_{i<t} \kappa_1(k_i, k_t)\, u_i ,\qquad
+           o_t = \sum_{i\le t} \operatorname{softmax}_i(q_t^\top k_i/\sqrt{d})\, u_i ,
+
+with ``κ1 ∈ {linear, round2, relu, exp, softmax}`` and ``κ2 = softmax``; the
+``u`` system is solved in one triangular solve, ``U = (I + diag(β) A)^{-1} V``
+(App. D.3).  ``round2`` rounds the similarity to two decimals; its gradient is
+passed straight through (the rounding has zero derivative almost everywhere).
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Callable, Optional
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+from . import recurrences as R
+
+MIXERS = ("bl", "reset", "delta", "linear", "gla", "diag")
+KAPPAS = ("linear", "round2", "relu", "exp", "softmax")
+SWAP_MODELS = tuple(f"deltaformer-{k}" for k in KAPPAS) + tuple(f"transformer-{L}" for L in (1, 2, 4, 8))
+
+_INV_SOFTPLUS_005 = math.log(math.expm1(0.05))     # softplus⁻¹(0.05): BL App. E.4's r² = ℓ² = 0.05
+
+
+# ---------------------------------------------------------------------------
+# the BL op (issue 5's kernel), resolved lazily so this module imports without it
+# ---------------------------------------------------------------------------
+def resolve_bl_op() -> tuple[Callable, str]:
+    """Return ``(op, name)``: the fused Triton BL op when available, else ``naive_bl``.
+
+    ``fused_recurrent_bl`` itself dispatches: CUDA tensors run Triton, CPU
+    tensors run the interpreter when ``TRITON_INTERPRET=1``, else ``naive_bl``.
+    """
+    try:
+        from assocmem.gpu import fused_recurrent_bl as op
+        return op, "fused_recurrent_bl"
+    except ImportError:
+        pass
+    try:
+        from assocmem.gpu.fused_recurrent import fused_recurrent_bl as op
+        return op, "fused_recurrent_bl"
+    except ImportError:
+        pass
+    from assocmem.gpu.naive import naive_bl as op
+    return op, "naive_bl"
+
+
+def _accepts(fn, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+# ---------------------------------------------------------------------------
+# address-keyed mixers
+# ---------------------------------------------------------------------------
+class AddressMixer(nn.Module):
+    """One multi-head recurrent mixer whose keys/queries are the given addresses."""
+
+    def __init__(self, kind: str, d_model: int = 64, n_heads: int = 4, head_dim: int = 16,
+                 p0: float = 1.0, chunk_size: int = 64):
+        super().__init__()
+        if kind not in MIXERS:
+            raise ValueError(f"mixer must be one of {', '.join(MIXERS)} (got {kind!r})")
+        self.kind, self.H, self.m, self.p0, self.chunk = kind, n_heads, head_dim, float(p0), chunk_size
+        self.v_proj = nn.Linear(d_model, n_heads * head_dim, bias=False)
+        self.o_proj = nn.Linear(n_heads * head_dim, d_model, bias=False)
+        if kind in ("bl", "diag", "reset", "linear"):
+            self.gate = nn.Linear(d_model, 2 * n_heads)          # (ℓ² or λ, r²) pre-activations
+            nn.init.normal_(self.gate.weight, std=0.02)
+            nn.init.constant_(self.gate.bias, _INV_SOFTPLUS_005)
+        elif kind == "delta":
+            self.gate = nn.Linear(d_model, n_heads)
+            nn.init.normal_(self.gate.weight, std=0.02)
+            nn.init.zeros_(self.gate.bias)                      # η = 1/2 at start, as reset's
+        else:  # gla
+            self.gate = nn.Linear(d_model, n_heads * head_dim)   # key dim = head_dim for addresses
+            nn.init.normal_(self.gate.weight, std=0.02)
+            nn.init.constant_(self.gate.bias, 3.0)              # α ≈ sigmoid(3)^{1/16} ≈ 0.997: slow forgetting
+        self._bl_op = None
+
+    def noise(self, h):
+        """Per-token ``(ℓ² or λ, r²)``, each ``[B, T, H]``."""
+        g = self.gate(h)
+        a, b = g[..., :self.H], g[..., self.H:]
+        return F.softplus(a), F.softplus(b) + 1e-4
+
+    def core(self, q, k, v, h):
+        """Run the recurrent core on ``q, k [B,T,H,D]``, ``v [B,T,H,m]``; ``h`` feeds the gates."""
+        kind = self.kind
+        if kind == "bl":
+            l2, r2 = self.noise(h)
+            if self._bl_op is None:
+                self._bl_op = resolve_bl_op()[0]
+            kw = {"validate": False} if _accepts(self._bl_op, "validate") else {}
+            o, _ = self._bl_op(q, k, v, l2, r2, None, self.p0, **kw)
+            return o
+        if kind == "diag":
+            l2, r2 = self.noise(h)
+            return R.diag_bl(q, k, v, l2.to(q.dtype), r2.to(q.dtype), self.p0, chunk_size=self.chunk)
+        if kind == "reset":
+            l2, r2 = self.noise(h)
+            eta = R.reset_gain(l2.to(q.dtype), r2.to(q.dtype), k)
+            return R.chunk_delta(q, k, v, eta, chunk_size=self.chunk)[0]
+        if kind == "delta":
+            eta = torch.sigmoid(self.gate(h)).to(q.dtype)
+            return R.chunk_delta(q, k, v, eta, chunk_size=self.chunk)[0]
+        if kind == "linear":
+            lam, r2 = self.noise(h)
+            omega = (lam / (lam + r2)).to(q.dtype)
+            return R.additive(q, k, v, omega=omega)[0]
+        # gla
+        B, T, _ = h.shape
+        log_alpha = (F.logsigmoid(self.gate(h)) / 16.0).reshape(B, T, self.H, -1).to(q.dtype)
+        return R.additive(q, k, v, log_alpha=log_alpha)[0]
+
+    def forward(self, h, keys):
+        B, T, _ = h.shape
+        if keys.shape[-1] != self.m and self.kind == "gla":
+            raise ValueError(f"gla needs address dim {keys.shape[-1]} == head_dim {self.m}")
+        k = keys[:, :, None, :].expand(B, T, self.H, keys.shape[-1]).to(h.dtype)
+        v = self.v_proj(h).reshape(B, T, self.H, self.m)
+        o = self.core(k, k, v, h)
+        return self.o_proj(o.reshape(B, T, self.H * self.m).to(h.dtype))
+
+
+class MLP(nn.Module):
+    def __init__(self, d: int, ratio: int = 4):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(d, ratio * d), nn.Linear(ratio * d, d)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class AddressBackbone(nn.Module):
+    """The shared 2-layer, width-64, 4-head × 16 model of the BL learned tasks."""
+
+    def __init__(self, d_in: int, n_classes: int, mixer: str, *, n_layers: int = 2, d_model: int = 64,
+                 n_heads: int = 4, head_dim: int = 16, p0: float = 1.0):
+        super().__init__()
+        self.mixer_kind = mixer
+        self.inp = nn.Linear(d_in, d_model)
+        self.mixers = nn.ModuleList(AddressMixer(mixer, d_model, n_heads, head_dim, p0) for _ in range(n_layers))
+        self.norm1 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
+        self.norm2 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
+        self.mlps = nn.ModuleList(MLP(d_model) for _ in range(n_layers))
+        self.out_norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, n_classes)
+
+    def forward(self, x, keys):
+        h = self.inp(x)
+        for mix, n1, n2, mlp in zip(self.mixers, self.norm1, self.norm2, self.mlps):
+            h = h + mix(n1(h), keys)
+            h = h + mlp(n2(h))
+        return self.head(self.out_norm(h))
+
+
+# ---------------------------------------------------------------------------
+# swap tracking: Transformer and DeltaFormer
+# ---------------------------------------------------------------------------
+def rope(x, base: float = 10000.0):
+    """Rotary position embedding on ``x [B, H, T, d]`` (d even)."""
+    B, H, T, d = x.shape
+    half = d // 2
+    freq = base ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
+    ang = torch.arange(T, device=x.device, dtype=torch.float32)[:, None] * freq[None, :]
+    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    x1, x2 = x[..., :half], x[..., half:2 * half]
+    out = torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
+    return torch.cat([out, x[..., 2 * half:]], -1) if d % 2 else out
+
+
+def causal_softmax_weights(scores, strict: bool):
+    """Row softmax over ``i ≤ t`` (``i < t`` if strict) of ``scores [..., T, T]``; empty rows give 0."""
+    T = scores.shape[-1]
+    mask = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril(-1 if strict else 0)
+    s = scores.masked_fill(~mask, float("-inf"))
+    mx = s.amax(-1, keepdim=True).clamp_min(-1e30)          # rows with no entry: max = -inf -> finite
+    e = torch.exp(s - mx).masked_fill(~mask, 0.0)
+    return e / e.sum(-1, keepdim=True).clamp_min(1e-20)
+
+
+def kappa1_matrix(k, kind: str):
+    """Strictly lower-triangular ``A[t, i] = κ1(k_i, k_t)`` for ``i < t``; ``k [B, H, T, d]``."""
+    d = k.shape[-1]
+    s = k @ k.transpose(-1, -2)
+    T = s.shape[-1]
+    strict = torch.ones(T, T, dtype=torch.bool, device=k.device).tril(-1)
+    if kind == "linear":
+        a = s
+    elif kind == "round2":
+        a = s + (torch.round(s * 100.0) / 100.0 - s).detach()   # straight-through rounding
+    elif kind == "relu":
+        a = F.relu(s)
+    elif kind == "exp":
+        a = torch.exp((s / math.sqrt(d)).clamp_max(30.0))
+    elif kind == "softmax":
+        return causal_softmax_weights(s / math.sqrt(d), strict=True)
+    else:
+        raise ValueError(f"kappa1 must be one of {', '.join(KAPPAS)} (got {kind!r})")
+    return a.masked_fill(~strict, 0.0)
+
+
+def deltaformer_u(v, k, beta, kind: str):
+    """Solve ``u_t = v_t − β_t Σ_{i<t} κ1(k_i, k_t) u_i`` for all t: ``[B, H, T, m]``."""
+    A = kappa1_matrix(k, kind) * beta[..., :, None]
+    T = A.shape[-1]
+    eye = torch.eye(T, dtype=A.dtype, device=A.device)
+    return torch.linalg.solve_triangular(eye + A, v, upper=False, unitriangular=True)
+
+
+class AttentionLayer(nn.Module):
+    """Causal softmax attention (``deltaformer=None``) or a DeltaFormer layer (κ1 given)."""
+
+    def __init__(self, d_model: int, n_heads: int, kappa1: Optional[str] = None, pos: str = "rope"):
+        super().__init__()
+        self.H, self.dh, self.kappa1, self.pos = n_heads, d_model // n_heads, kappa1, pos
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
+        self.o = nn.Linear(d_model, d_model, bias=False)
+        if kappa1 is not None:
+            self.beta = nn.Linear(d_model, n_heads)
+
+    def forward(self, h):
+        B, T, Dm = h.shape
+        q, k, v = self.qkv(h).reshape(B, T, 3, self.H, self.dh).permute(2, 0, 3, 1, 4)
+        if self.kappa1 is not None:
+            beta = torch.sigmoid(self.beta(h)).transpose(1, 2)          # [B, H, T]
+            v = deltaformer_u(v, k, beta, self.kappa1)                 # κ1 on the raw keys
+        if self.pos == "rope":
+            q, k = rope(q), rope(k)
+        w = causal_softmax_weights(q @ k.transpose(-1, -2) / math.sqrt(self.dh), strict=False)
+        o = (w @ v).transpose(1, 2).reshape(B, T, Dm)
+        return self.o(o)
+
+
+class SequenceModel(nn.Module):
+    """Token-embedding sequence model: pre-norm blocks of attention (or DeltaFormer) + MLP."""
+
+    def __init__(self, vocab: int, n_classes: int, *, n_layers: int, d_model: int = 128, n_heads: int = 4,
+                 kappa1: Optional[str] = None, pos: str = "rope"):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d_model)
+        self.layers = nn.ModuleList(AttentionLayer(d_model, n_heads, kappa1, pos) for _ in range(n_layers))
+        self.n1 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
+        self.n2 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
+        self.mlps = nn.ModuleList(MLP(d_model) for _ in range(n_layers))
+        self.out_norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, n_classes)
+
+    def forward(self, tokens):
+        h = self.emb(tokens)
+        for att, n1, n2, mlp in zip(self.layers, self.n1, self.n2, self.mlps):
+            h = h + att(n1(h))
+            h = h + mlp(n2(h))
+        return self.head(self.out_norm(h))
+
+
+def swap_model(name: str, *, n_elems: int = 5, d_model: int = 128, n_heads: int = 4,
+               deltaformer_layers: int = 1, pos: str = "rope") -> SequenceModel:
+    """``deltaformer-<κ1>`` (``deltaformer_layers`` layers) or ``transformer-<L>``."""
+    vocab = n_elems * (n_elems - 1) // 2
+    if name.startswith("deltaformer-"):
+        kappa = name.split("-", 1)[1]
+        if kappa not in KAPPAS:
+            raise ValueError(f"model: kappa1 must be one of {', '.join(KAPPAS)} (got {name!r})")
+        return SequenceModel(vocab, n_elems, n_layers=deltaformer_layers, d_model=d_model, n_heads=n_heads,
+                             kappa1=kappa, pos=pos)
+    if name.startswith("transformer-"):
+        try:
+            L = int(name.split("-", 1)[1])
+        except ValueError:
+            raise ValueError(f"model: transformer-<layers> expected (got {name!r})") from None
+        if L < 1:
+            raise ValueError(f"model: transformer needs >= 1 layer (got {name!r})")
+        return SequenceModel(vocab, n_elems, n_layers=L, d_model=d_model, n_heads=n_heads, kappa1=None, pos=pos)
+    raise ValueError(f"model must be one of {', '.join(SWAP_MODELS)} (got {name!r})")
+
+
+class FixedKeySwapModel(nn.Module):
+    """The AM Fig. 5 stress test: fixed near-orthogonal keys, the model learns the read.
+
+    Init token ``(p, e)``: key ``k_p``, value ``E_e``; swap token ``(a, b)``: key
+    ``k_a − k_b``, value 0 (the Theorem 1 construction, AM App. E).  ``u`` from
+    κ1 with ``β = 1``; the read is κ2 = softmax attention at a learned query
+    ``q`` with a learned temperature, then a linear classifier.  Keys ``K``
+    and values ``E`` are frozen buffers.
+    """
+
+    def __init__(self, n: int, d: int = 128, kappa1: str = "round2", kappa2: str = "softmax"):
+        super().__init__()
+        from .data import near_orthogonal_keys
+
+        if kappa1 not in KAPPAS:
+            raise ValueError(f"kappa1 must be one of {', '.join(KAPPAS)} (got {kappa1!r})")
+        if kappa2 not in ("softmax", "linear"):
+            raise ValueError(f"kappa2 must be softmax or linear (got {kappa2!r})")
+        self.kappa1, self.kappa2 = kappa1, kappa2
+        self.register_buffer("K", near_orthogonal_keys(n, d, seed=4321).float())
+        self.register_buffer("E", near_orthogonal_keys(n, d, seed=8765).float())
+        self.q = nn.Parameter(self.K[0].clone() + 0.01 * torch.randn(d))
+        self.log_tau = nn.Parameter(torch.zeros(()))
+        self.head = nn.Linear(d, n)
+
+    def read(self, pos_a, pos_b, elem):
+        """The memory read-out ``o_t`` (before the classifier): ``[B, T, d]``."""
+        init = pos_b < 0
+        ka = self.K[pos_a]
+        kb = torch.where(init[..., None], torch.zeros_like(ka), self.K[pos_b.clamp_min(0)])
+        k = (ka - kb)[:, None]                                           # [B, 1, T, d]
+        v = torch.where(init[..., None], self.E[elem.clamp_min(0)], torch.zeros_like(ka))[:, None]
+        beta = torch.ones(k.shape[:3], dtype=k.dtype, device=k.device)
+        u = deltaformer_u(v, k, beta, self.kappa1)
+        s = (k @ self.q)                                                 # [B, 1, T]
+        if self.kappa2 == "softmax":
+            T = s.shape[-1]
+            scores = (s * torch.exp(self.log_tau))[..., None, :].expand(*s.shape[:2], T, T)
+            w = causal_softmax_weights(scores, strict=False)
+            o = w @ u
+        else:
+            o = torch.cumsum(s[..., None] * u, dim=2)
+        return o[:, 0]
+
+    def forward(self, pos_a, pos_b, elem):
+        return self.head(self.read(pos_a, pos_b, elem))

@@ -1,0 +1,166 @@
+"""Training loop, CLI, sweep grid, metrics and figures of the learned tasks.
+
+The CI smoke test is a tiny CPU run per task (``--steps 3 --batch-size 4
+--device cpu``); the BL mixer goes through the interpreted Triton kernel when
+``TRITON_INTERPRET=1`` is set, else through ``naive_bl``.
+"""
+import json
+import math
+
+import pytest
+import torch
+
+from assocmem.gpu.tasks import cli, data as Dt, plots, sweep as Sw, train as Tr
+
+pytestmark = pytest.mark.gpu
+
+SMOKE = [("collision_recall", "bl"), ("random_keys", "delta"), ("swap_tracking", "deltaformer-round2")]
+OTHERS = ([("collision_recall", m) for m in ("reset", "delta", "linear", "gla", "diag")]
+          + [("random_keys", m) for m in ("bl", "reset", "linear", "gla", "diag")]
+          + [("swap_tracking", m) for m in ("transformer-1", "deltaformer-linear", "deltaformer-softmax",
+                                            "stress-round2-128")])
+
+
+def _smoke(tmp_path, task, model, capsys):
+    rc = cli.main(["train", task, "--model", model, "--steps", "3", "--batch-size", "4", "--device", "cpu",
+                   "--out", str(tmp_path), "--no-progress"])
+    assert rc == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["model"] == model
+    r = json.loads((tmp_path / task / f"{model}_s0.json").read_text())
+    p = r["provenance"]
+    for key in ("command", "commit", "date", "versions", "device", "seed", "wall_s"):
+        assert key in p
+    assert p["device"].startswith("cpu") and p["seed"] == 0 and p["wall_s"] > 0
+    assert r["steps"] == 3 and r["batch_size"] == 4 and r["curve"][-1]["step"] == 3
+    assert math.isfinite(r["curve"][-1]["loss"])
+    assert r["eval"] and r["eval_mode"] == "quick"
+    return r
+
+
+@pytest.mark.parametrize("task, model", SMOKE)
+def test_cli_smoke(tmp_path, task, model, capsys):
+    r = _smoke(tmp_path, task, model, capsys)
+    if task == "collision_recall":
+        rows = r["eval"]["writes"] + r["eval"]["overlap"]
+        assert all(0 <= row["acc_target"] <= 1 and -1 <= row["margin_target"] <= 1 for row in rows)
+        assert "bl_op" in r["provenance"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task, model", OTHERS)
+def test_cli_smoke_other_models(tmp_path, task, model, capsys):
+    _smoke(tmp_path, task, model, capsys)
+
+
+def test_resume_continues_the_same_run(tmp_path):
+    kw = dict(seed=3, batch_size=4, device="cpu", eval_mode="none", progress=False, log_every=1)
+    full = Tr.train("random_keys", "linear", steps=4, out=tmp_path / "a", ckpt_every=0, **kw)
+    Tr.train("random_keys", "linear", steps=2, out=tmp_path / "b", **kw)
+    resumed = Tr.train("random_keys", "linear", steps=4, out=tmp_path / "b", resume=True, **kw)
+    assert [c["loss"] for c in resumed["curve"]] == [c["loss"] for c in full["curve"]]
+    a = torch.load(tmp_path / "a" / "random_keys" / "linear_s3.ckpt.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "b" / "random_keys" / "linear_s3.ckpt.pt", weights_only=False)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["train", "collision_recall", "--model", "mamba", "--device", "cpu"], "model"),
+    (["train", "collision_recall", "--model", "bl", "--steps", "-1", "--device", "cpu"], "steps"),
+    (["train", "random_keys", "--model", "bl", "--batch-size", "0", "--device", "cpu"], "batch_size"),
+    (["train", "swap_tracking", "--model", "bl", "--device", "cpu"], "model"),
+    (["sweep", "collision_recall", "--seeds", "a,b"], "seeds"),
+    (["sweep", "collision_recall", "--models", "bl,mamba"], "models"),
+])
+def test_bad_input_is_one_line_exit_2(argv, needle, capsys, tmp_path):
+    assert cli.main(argv + ["--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_cuda_requested_without_gpu(tmp_path, capsys):
+    assert cli.main(["train", "random_keys", "--model", "bl", "--out", str(tmp_path)]) == 2
+    assert "cuda" in capsys.readouterr().err
+
+
+def test_loss_only_on_labelled_tokens():
+    b = Dt.collision_batch(3, n_f=2, generator=torch.Generator().manual_seed(0))
+    logits = torch.randn(*b.labels.shape, 16, requires_grad=True)
+    loss, _ = Tr.loss_and_acc(logits, b.labels)
+    loss.backward()
+    g = logits.grad.abs().sum(-1)
+    assert float(g[~b.is_query].sum()) == 0 and bool((g[b.is_query] > 0).all())
+
+
+def test_collision_metrics_by_hand():
+    b = Dt.collision_batch(2, n_f=1, generator=torch.Generator().manual_seed(1))
+    logits = torch.zeros(*b.labels.shape, 16)
+    # every query: the target's label gets logit 2, the partner's logit 1
+    rows, cols = torch.nonzero(b.is_query, as_tuple=True)
+    logits[rows, cols, b.labels[rows, cols]] = 2.0
+    logits[rows, cols, b.partner[rows, cols]] = 1.0
+    m = Tr.collision_metrics(b, logits)
+    z = math.exp(2) + math.e + 14
+    assert m["acc_target"] == 1.0 and m["acc_distractor"] == 1.0 and m["n_target_queries"] == 16
+    assert abs(m["margin_target"] - (math.exp(2) - math.e) / z) < 1e-12
+    # now the partner wins on targets only
+    tq = b.is_target
+    logits[tq] = 0.0
+    r2, c2 = torch.nonzero(tq, as_tuple=True)
+    logits[r2, c2, b.partner[r2, c2]] = 3.0
+    m = Tr.collision_metrics(b, logits)
+    assert m["acc_target"] == 0.0 and m["acc_distractor"] == 1.0 and m["acc_all"] == 0.5
+    assert abs(m["margin_target"] + (math.exp(3) - 1) / (math.exp(3) + 15)) < 1e-12
+
+
+def test_sweep_grid_and_skip(tmp_path):
+    g = Sw.grid("collision_recall")
+    assert len(g) == 18 and {m for _, m, _ in g} == set(Tr.TASK_DEFS["collision_recall"].models)
+    assert {s for *_, s in g} == {0, 1, 2}
+    assert len(Sw.grid("swap_tracking")) == len(Tr.TASK_DEFS["swap_tracking"].models)
+    # finished runs are skipped: nothing is launched when every JSON exists
+    for task, model, seed in g[:2]:
+        (tmp_path / task).mkdir(parents=True, exist_ok=True)
+        (tmp_path / task / f"{model}_s{seed}.json").write_text("{}")
+    logs = []
+    recs = Sw.run_jobs(g[:2], out=tmp_path, log=logs.append)
+    assert recs == [] and "2 run(s) already have results" in logs[0]
+    from assocmem.gpu.tasks import campaign
+    pri = campaign.priority()
+    assert pri[:4] == [("collision_recall", m, 0) for m in ("bl", "reset", "delta", "linear")]
+    assert len(set(pri)) == len(pri)
+
+
+@pytest.mark.slow
+def test_sweep_runs_a_job_in_a_subprocess(tmp_path):
+    recs = Sw.run_jobs([("random_keys", "linear", 0)], out=tmp_path, steps=2, batch_size=2, log=lambda m: None)
+    assert recs and recs[0]["rc"] == 0
+    assert (tmp_path / "random_keys" / "linear_s0.json").exists()
+
+
+def _fake(tmp_path, task, model, seed, ev, curve=None):
+    d = tmp_path / task
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"{model}_s{seed}.json").write_text(json.dumps(
+        {"task": task, "model": model, "seed": seed, "eval": ev, "curve": curve or [{"step": 1, "acc": 0.5}]}))
+
+
+def test_plots_from_saved_results(tmp_path):
+    for seed, acc in ((0, 0.9), (1, 0.7)):
+        _fake(tmp_path, "collision_recall", "bl", seed,
+              {"writes": [{"n_f": 1, "acc_target": acc}, {"n_f": 256, "acc_target": acc - 0.1}],
+               "overlap": [{"rho": 0.95, "margin_target": acc - 0.5}]})
+    _fake(tmp_path, "random_keys", "reset", 0, {"crowding": [{"n_over_D": 6.0, "ce": 2.0, "acc": 0.3}]})
+    _fake(tmp_path, "swap_tracking", "transformer-2", 0, {"acc": 0.4},
+          [{"step": 25, "acc": 0.3}, {"step": 50, "acc": 0.4}])
+    w = plots.collision_writes_data(tmp_path)
+    assert w["bl"]["x"] == [1, 256] and w["bl"]["n"] == [2, 2]
+    assert abs(w["bl"]["mean"][0] - 0.8) < 1e-12 and abs(w["bl"]["sd"][0] - math.sqrt(0.02)) < 1e-12
+    assert abs(plots.collision_overlap_data(tmp_path)["bl"]["mean"][0] - 0.3) < 1e-12
+    assert plots.random_keys_data(tmp_path)["acc"]["reset"]["mean"] == [0.3]
+    assert plots.swap_curves_data(tmp_path)["transformer-2"]["acc"] == [0.3, 0.4]
+    paths = plots.render_all(tmp_path, tmp_path / "fig")
+    assert {p.name for p in paths} == {f"{n}.{e}" for n in ("collision_recall", "random_keys", "swap_tracking")
+                                       for e in ("pdf", "png")}
+    assert all(p.stat().st_size > 1000 for p in paths)
