@@ -37,10 +37,13 @@ def main(argv=None) -> int:
     ap.add_argument("--reserve-s", type=float, default=90.0, help="no new run starts in the last RESERVE_S")
     ap.add_argument("--workers-per-device", type=int, default=6)
     ap.add_argument("--limit", type=int, default=None, help="only the first N runs of the priority list")
+    ap.add_argument("--steps", type=int, default=None, help="override every run's steps (tests)")
+    ap.add_argument("--batch-size", type=int, default=None, help="override every run's batch size (tests)")
     args = ap.parse_args(argv)
     t0 = time.time()
     jobs = priority()[: args.limit]
-    recs = run_jobs(jobs, out=args.out, workers_per_device=args.workers_per_device,
+    recs = run_jobs(jobs, out=args.out, workers_per_device=args.workers_per_device, steps=args.steps,
+                    batch_size=args.batch_size,
                     deadline=t0 + args.budget_s - args.reserve_s, kill_at=t0 + args.budget_s,
                     log=lambda m: print(f"[{time.time() - t0:6.1f}s] {m}", flush=True))
     ok = sum(r["rc"] == 0 for r in recs)

@@ -245,7 +245,9 @@ def _eval_swap(net, model, s, device, chunk):
         make = lambda b, g: Dt.swap_stress_batch(b, n=n, generator=g)   # noqa: E731
     else:
         make = lambda b, g: Dt.swap_batch(b, generator=g)              # noqa: E731
-    outs = _batched(net, "swap_tracking", make, s["n_seqs"], chunk, device)
+    n_seqs = min(s["n_seqs"], 256) if model.startswith("stress-") else s["n_seqs"]
+    outs = _batched(net, "swap_tracking", make, n_seqs, min(chunk, 64) if model.startswith("stress-") else chunk,
+                    device)
     logits = torch.cat([o[1] for o in outs])
     labels = torch.cat([o[0].labels for o in outs])
     mask = labels != Dt.IGNORE
@@ -273,14 +275,18 @@ def run_name(model: str, seed: int) -> str:
 
 def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, batch_size: Optional[int] = None,
           device: str = "cuda", out: str | Path = "results", resume: bool = False, eval_mode: str = "auto",
-          ckpt_every: int = 500, log_every: int = 25, progress: bool = True, eval_chunk: int = 64) -> dict:
+          ckpt_every: int = 500, log_every: int = 25, progress: bool = True,
+          eval_chunk: Optional[int] = None) -> dict:
     """Train one model on one task and write its JSON result; returns the result dict."""
     td = task_def(task)
     if model not in td.models:
         raise ValueError(f"model for {task} must be one of {', '.join(td.models)} (got {model!r})")
     seed = V.count("seed", seed, 0)
     steps = td.steps if steps is None else V.count("steps", steps, 0)
-    batch_size = td.batch_size if batch_size is None else V.count("batch_size", batch_size, 1)
+    if batch_size is None:
+        # the stress test's sequences are 3n long (n up to 512): a smaller default batch
+        batch_size = 64 if model.startswith("stress-") else td.batch_size
+    batch_size = V.count("batch_size", batch_size, 1)
     V.choice("device", device.split(":")[0], ("cuda", "cpu"))
     V.choice("eval", eval_mode, ("auto", "full", "quick", "none"))
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -288,6 +294,8 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
     dev = torch.device(device)
     if eval_mode == "auto":
         eval_mode = "full" if dev.type == "cuda" else "quick"
+    if eval_chunk is None:
+        eval_chunk = 256 if dev.type == "cuda" else 64
     out_dir = Path(out) / task
     out_dir.mkdir(parents=True, exist_ok=True)
     name = run_name(model, seed)
@@ -367,6 +375,9 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
     from assocmem.provenance import provenance
     extra = {"device": device_name(dev), "seed": seed, "wall_s": round(train_s + eval_s, 3),
              "train_s": round(train_s, 3), "eval_s": round(eval_s, 3)}
+    if os.environ.get("ASSOCMEM_COMMIT"):
+        # a copy of the tree without .git (the GPU machine): the commit it was sent from
+        extra["source_commit"] = os.environ["ASSOCMEM_COMMIT"]
     if task in ("collision_recall", "random_keys") and model == "bl":
         extra["bl_op"] = Mo.resolve_bl_op()[1] + (" (triton)" if dev.type == "cuda" or
                                                    os.environ.get("TRITON_INTERPRET") == "1" else "")
