@@ -15,12 +15,18 @@ columns), ``Mᵀ`` block in registers) runs the generalised delta rule
 the register spills of one ``D×D + D×m`` program at ``D = 128`` (PERF.md), and
 the mean pass parallelises over value columns.
 
-Layout choices: ``P`` is held as ``[D, D]`` with the reduction of
-``u = P̄ k`` along axis 1; the mean state is held transposed (``[BV, D]``), so
-both of its per-token reductions (``(A M)ᵀ k`` and ``Mᵀ q``) run along ``D``.
-Loads of the next token are issued before the current token's arithmetic
-(register double buffering) so that global-memory latency overlaps the
-sequential recursion.
+Layout choices (they decide the per-token latency, which is what a sequential
+kernel is bound by): states are loaded from memory at the start (the coalesced
+2-D load fixes the register layout: rows over warps, 4 contiguous columns per
+thread, 32 lanes along the columns); ``P`` is ``[D, D]`` with ``u = P̄ k``
+reduced along the columns, the mean state is held transposed (``[BV, D]``) so
+that ``(A M)ᵀ k`` and ``Mᵀ q`` reduce along ``D``: all of these stay inside a
+warp.  Per-token vectors are loaded directly as ``[1, D]`` rows or ``[D, 1]``
+columns of that layout (loading twice is cheaper than a shared-memory layout
+conversion); the only conversion left on a critical path is ``u`` (row to
+column) in the covariance passes.  The next token's loads are issued before the
+current token's arithmetic (register double buffering), so global-memory
+latency overlaps the recursion.
 
 Covariance update form: plain ``P = P̄ − β (u uᵀ)``, evaluated so that it stays
 *bitwise* symmetric (``(a_i a_j) P_ij`` and ``(u_i u_j) β`` are symmetric in
@@ -45,53 +51,57 @@ import triton.language as tl
 # forward: covariance pass
 # --------------------------------------------------------------------------
 @triton.jit(do_not_specialize=["T"])
-def cov_fwd_kernel(k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr, u_ptr, beta_ptr, pT_ptr, p0_scale, T,
+def cov_fwd_kernel(k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr, u_ptr, beta_ptr, pT_ptr, T,
                    H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
-                   HAS_ALPHA: tl.constexpr, HAS_P0: tl.constexpr):
+                   HAS_ALPHA: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     i_g = pid % G
     i_bh = pid // G
     i_b = i_bh // H
     i_h = i_bh % H
     ri = tl.arange(0, BD)
-    mi = ri < D
-    diag = (ri[:, None] == ri[None, :]) & mi[:, None]
-    m2 = mi[:, None] & mi[None, :]
-    if HAS_P0:
-        P = tl.load(p0_ptr + pid * D * D + ri[:, None] * D + ri[None, :], mask=m2, other=0.).to(tl.float32)
-    else:
-        P = tl.where(diag, p0_scale, 0.).to(tl.float32)
-    tok = i_b * T * H + i_h          # token (b, 0, h) index; token t adds t*H
-    k_nx = tl.load(k_ptr + tok * D + ri, mask=mi, other=0.).to(tl.float32)
+    rr = ri[:, None]
+    rc = ri[None, :]
+    mr = rr < D
+    mc = rc < D
+    diag = (rr == rc) & mr
+    z11 = tl.arange(0, 1)[None, :]
+    P = tl.load(p0_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
+    tok = i_b * T * H + i_h          # token (b, 0, h); token t is tok + t*H
+    k_nx = tl.load(k_ptr + tok * D + rc, mask=mc, other=0.).to(tl.float32)
     if HAS_ALPHA:
-        a_nx = tl.load(a_ptr + tok * D + ri, mask=mi, other=0.).to(tl.float32)
+        ar_nx = tl.load(a_ptr + tok * D + rr, mask=mr, other=0.).to(tl.float32)
+        ac_nx = tl.load(a_ptr + tok * D + rc, mask=mc, other=0.).to(tl.float32)
     l2_nx = tl.load(l2_ptr + tok).to(tl.float32)
     r2_nx = tl.load(r2_ptr + tok * G + i_g).to(tl.float32)
     for t in range(T):
-        kk = k_nx
+        kc = k_nx
         l2 = l2_nx
         r2 = r2_nx
         if HAS_ALPHA:
-            aa = a_nx
+            ar = ar_nx
+            ac = ac_nx
         # prefetch token t+1 (clamped: the last prefetch re-reads token T-1)
         tn = tok + tl.minimum(t + 1, T - 1) * H
-        k_nx = tl.load(k_ptr + tn * D + ri, mask=mi, other=0.).to(tl.float32)
+        k_nx = tl.load(k_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
         if HAS_ALPHA:
-            a_nx = tl.load(a_ptr + tn * D + ri, mask=mi, other=0.).to(tl.float32)
+            ar_nx = tl.load(a_ptr + tn * D + rr, mask=mr, other=0.).to(tl.float32)
+            ac_nx = tl.load(a_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
         l2_nx = tl.load(l2_ptr + tn).to(tl.float32)
         r2_nx = tl.load(r2_ptr + tn * G + i_g).to(tl.float32)
         if HAS_ALPHA:
-            P = P * (aa[:, None] * aa[None, :])
+            P = P * (ar * ac)
         P = P + tl.where(diag, l2, 0.)
-        u = tl.reduce(P * kk[None, :], 1, tl.standard._sum_combine)                       # u = P̄ k
-        uc = u[None, :]
-        s = tl.reduce(uc * kk[None, :], 1, tl.standard._sum_combine)                      # kᵀu, shape [1]
+        u1 = tl.reduce(P * kc, 1, tl.standard._sum_combine)         # u = P̄ k
+        ur = u1[:, None]
+        uc = u1[None, :]                                             # the one layout shuffle
+        s = tl.reduce(uc * kc, 1, tl.standard._sum_combine, keep_dims=True)   # kᵀu, [1, 1]
         beta = 1.0 / (r2 + s)
-        P = P - (u[:, None] * uc) * beta[:, None]
+        P = P - (ur * uc) * beta
         cur = tok + t * H
-        tl.store(u_ptr + (cur * G + i_g) * D + ri, u, mask=mi)
-        tl.store(beta_ptr + cur * G + i_g + tl.arange(0, 1), beta)
-    tl.store(pT_ptr + pid * D * D + ri[:, None] * D + ri[None, :], P, mask=m2)
+        tl.store(u_ptr + (cur * G + i_g) * D + rc, uc, mask=mc)
+        tl.store(beta_ptr + cur * G + i_g + z11, beta)
+    tl.store(pT_ptr + pid * D * D + rr * D + rc, P, mask=mr & mc)
 
 
 # --------------------------------------------------------------------------
@@ -101,31 +111,28 @@ def cov_fwd_kernel(k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr, u_ptr, beta_ptr, pT_ptr
 def mean_fwd_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, m0_ptr, o_ptr, e_ptr, mT_ptr, T,
                     H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
                     MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NV: tl.constexpr,
-                    HAS_ALPHA: tl.constexpr, HAS_M0: tl.constexpr, STORE_E: tl.constexpr):
+                    HAS_ALPHA: tl.constexpr, STORE_E: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     i_v = pid % NV
     i_bh = pid // NV
     i_b = i_bh // H
     i_h = i_bh % H
     i_g = (i_v * BV) // MG
-    ri = tl.arange(0, BD)                 # key dimension (axis 1 of the state block)
-    mi = ri < D
-    cv = i_v * BV + tl.arange(0, BV)      # value columns (axis 0)
+    rc = tl.arange(0, BD)[None, :]        # key dimension (axis 1 of the state block)
+    mc = rc < D
+    cv = i_v * BV + tl.arange(0, BV)[:, None]   # value columns (axis 0)
     mv = cv < M
-    m2 = mv[:, None] & mi[None, :]
-    # state block held transposed: S[j, i] = M[i, c_j]
-    if HAS_M0:
-        S = tl.load(m0_ptr + i_bh * D * M + ri[None, :] * M + cv[:, None], mask=m2, other=0.).to(tl.float32)
-    else:
-        S = tl.full([BV, BD], 0., tl.float32)
+    # the state block is held transposed, S[j, i] = M[i, c_j], and stored so in
+    # memory ([B, H, m, D]): the coalesced load puts D along the lanes
+    S = tl.load(m0_ptr + i_bh * D * M + cv * D + rc, mask=mv & mc, other=0.).to(tl.float32)
     tok = i_b * T * H + i_h
-    q_nx = tl.load(q_ptr + tok * D + ri, mask=mi, other=0.).to(tl.float32)
-    k_nx = tl.load(k_ptr + tok * D + ri, mask=mi, other=0.).to(tl.float32)
+    q_nx = tl.load(q_ptr + tok * D + rc, mask=mc, other=0.).to(tl.float32)
+    k_nx = tl.load(k_ptr + tok * D + rc, mask=mc, other=0.).to(tl.float32)
     v_nx = tl.load(v_ptr + tok * M + cv, mask=mv, other=0.).to(tl.float32)
-    u_nx = tl.load(u_ptr + (tok * G + i_g) * D + ri, mask=mi, other=0.)
+    u_nx = tl.load(u_ptr + (tok * G + i_g) * D + rc, mask=mc, other=0.)
     b_nx = tl.load(beta_ptr + tok * G + i_g)
     if HAS_ALPHA:
-        a_nx = tl.load(a_ptr + tok * D + ri, mask=mi, other=0.).to(tl.float32)
+        a_nx = tl.load(a_ptr + tok * D + rc, mask=mc, other=0.).to(tl.float32)
     for t in range(T):
         qq = q_nx
         kk = k_nx
@@ -135,23 +142,23 @@ def mean_fwd_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, m0_ptr, o_ptr, 
         if HAS_ALPHA:
             aa = a_nx
         tn = tok + tl.minimum(t + 1, T - 1) * H
-        q_nx = tl.load(q_ptr + tn * D + ri, mask=mi, other=0.).to(tl.float32)
-        k_nx = tl.load(k_ptr + tn * D + ri, mask=mi, other=0.).to(tl.float32)
+        q_nx = tl.load(q_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
+        k_nx = tl.load(k_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
         v_nx = tl.load(v_ptr + tn * M + cv, mask=mv, other=0.).to(tl.float32)
-        u_nx = tl.load(u_ptr + (tn * G + i_g) * D + ri, mask=mi, other=0.)
+        u_nx = tl.load(u_ptr + (tn * G + i_g) * D + rc, mask=mc, other=0.)
         b_nx = tl.load(beta_ptr + tn * G + i_g)
         if HAS_ALPHA:
-            a_nx = tl.load(a_ptr + tn * D + ri, mask=mi, other=0.).to(tl.float32)
-            S = S * aa[None, :]
-        pred = tl.reduce(S * kk[None, :], 1, tl.standard._sum_combine)                    # (A M)ᵀ k
-        e = vv - pred                                             # innovation
-        S = S + e[:, None] * (bb * uu)[None, :]
-        o = tl.reduce(S * qq[None, :], 1, tl.standard._sum_combine)                       # Mᵀ q
+            a_nx = tl.load(a_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
+            S = S * aa
+        pred = tl.reduce(S * kk, 1, tl.standard._sum_combine, keep_dims=True)   # (A M)ᵀ k, [BV, 1]
+        e = vv - pred                                                           # innovation
+        S = S + e * (bb * uu)
+        o = tl.reduce(S * qq, 1, tl.standard._sum_combine, keep_dims=True)      # Mᵀ q
         cur = tok + t * H
         tl.store(o_ptr + cur * M + cv, o.to(o_ptr.dtype.element_ty), mask=mv)
         if STORE_E:
             tl.store(e_ptr + cur * M + cv, e, mask=mv)
-    tl.store(mT_ptr + i_bh * D * M + ri[None, :] * M + cv[:, None], S, mask=m2)
+    tl.store(mT_ptr + i_bh * D * M + cv * D + rc, S, mask=mv & mc)
 
 
 # --------------------------------------------------------------------------
@@ -164,32 +171,28 @@ def mean_bwd_rev_kernel(q_ptr, k_ptr, a_ptr, u_ptr, beta_ptr, e_ptr, do_ptr, dmT
                         de_ptr, dw_ptr, dm0_ptr, T, NTOK,
                         H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
                         MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NV: tl.constexpr,
-                        HAS_ALPHA: tl.constexpr, HAS_DMT: tl.constexpr):
+                        HAS_ALPHA: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     i_v = pid % NV
     i_bh = pid // NV
     i_b = i_bh // H
     i_h = i_bh % H
     i_g = (i_v * BV) // MG
-    ri = tl.arange(0, BD)
-    mi = ri < D
-    cv = i_v * BV + tl.arange(0, BV)
+    rc = tl.arange(0, BD)[None, :]
+    mc = rc < D
+    cv = i_v * BV + tl.arange(0, BV)[:, None]
     mv = cv < M
-    m2 = mv[:, None] & mi[None, :]
-    if HAS_DMT:
-        S = tl.load(dmT_ptr + i_bh * D * M + ri[None, :] * M + cv[:, None], mask=m2, other=0.).to(tl.float32)
-    else:
-        S = tl.full([BV, BD], 0., tl.float32)
+    S = tl.load(dmT_ptr + i_bh * D * M + cv * D + rc, mask=mv & mc, other=0.).to(tl.float32)
     tok = i_b * T * H + i_h
     tlast = tok + (T - 1) * H
-    q_nx = tl.load(q_ptr + tlast * D + ri, mask=mi, other=0.).to(tl.float32)
-    k_nx = tl.load(k_ptr + tlast * D + ri, mask=mi, other=0.).to(tl.float32)
-    u_nx = tl.load(u_ptr + (tlast * G + i_g) * D + ri, mask=mi, other=0.)
+    q_nx = tl.load(q_ptr + tlast * D + rc, mask=mc, other=0.).to(tl.float32)
+    k_nx = tl.load(k_ptr + tlast * D + rc, mask=mc, other=0.).to(tl.float32)
+    u_nx = tl.load(u_ptr + (tlast * G + i_g) * D + rc, mask=mc, other=0.)
     b_nx = tl.load(beta_ptr + tlast * G + i_g)
     e_nx = tl.load(e_ptr + tlast * M + cv, mask=mv, other=0.)
     do_nx = tl.load(do_ptr + tlast * M + cv, mask=mv, other=0.).to(tl.float32)
     if HAS_ALPHA:
-        a_nx = tl.load(a_ptr + tlast * D + ri, mask=mi, other=0.).to(tl.float32)
+        a_nx = tl.load(a_ptr + tlast * D + rc, mask=mc, other=0.).to(tl.float32)
     for j in range(T):
         t = T - 1 - j
         qq = q_nx
@@ -201,25 +204,24 @@ def mean_bwd_rev_kernel(q_ptr, k_ptr, a_ptr, u_ptr, beta_ptr, e_ptr, do_ptr, dmT
         if HAS_ALPHA:
             aa = a_nx
         tn = tok + tl.maximum(t - 1, 0) * H
-        q_nx = tl.load(q_ptr + tn * D + ri, mask=mi, other=0.).to(tl.float32)
-        k_nx = tl.load(k_ptr + tn * D + ri, mask=mi, other=0.).to(tl.float32)
-        u_nx = tl.load(u_ptr + (tn * G + i_g) * D + ri, mask=mi, other=0.)
+        q_nx = tl.load(q_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
+        k_nx = tl.load(k_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
+        u_nx = tl.load(u_ptr + (tn * G + i_g) * D + rc, mask=mc, other=0.)
         b_nx = tl.load(beta_ptr + tn * G + i_g)
         e_nx = tl.load(e_ptr + tn * M + cv, mask=mv, other=0.)
         do_nx = tl.load(do_ptr + tn * M + cv, mask=mv, other=0.).to(tl.float32)
         if HAS_ALPHA:
-            a_nx = tl.load(a_ptr + tn * D + ri, mask=mi, other=0.).to(tl.float32)
-        S = S + dd[:, None] * qq[None, :]                          # G_t
-        w = bb * uu
-        de = tl.reduce(S * w[None, :], 1, tl.standard._sum_combine)                        # G_tᵀ w_t
-        dw = tl.reduce(S * ee[:, None], 0, tl.standard._sum_combine)                       # G_t e_t (this block's columns)
+            a_nx = tl.load(a_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
+        S = S + dd * qq                                                     # G_t
+        de = tl.reduce(S * (bb * uu), 1, tl.standard._sum_combine, keep_dims=True)   # G_tᵀ w_t
+        dw = tl.reduce(S * ee, 0, tl.standard._sum_combine, keep_dims=True)   # G_t e_t (block part)
         cur = tok + t * H
         tl.store(de_ptr + cur * M + cv, de, mask=mv)
-        tl.store(dw_ptr + (i_v * NTOK + cur) * D + ri, dw, mask=mi)
-        S = S - de[:, None] * kk[None, :]                          # dM̄_t = (I − k wᵀ) G_t
+        tl.store(dw_ptr + (i_v * NTOK + cur) * D + rc, dw, mask=mc)
+        S = S - de * kk                                                     # dM̄_t = (I − k wᵀ) G_t
         if HAS_ALPHA:
-            S = S * aa[None, :]                                    # A_t dM̄_t
-    tl.store(dm0_ptr + i_bh * D * M + ri[None, :] * M + cv[:, None], S, mask=m2)
+            S = S * aa                                                      # A_t dM̄_t
+    tl.store(dm0_ptr + i_bh * D * M + cv * D + rc, S, mask=mv & mc)
 
 
 # --------------------------------------------------------------------------
@@ -227,53 +229,80 @@ def mean_bwd_rev_kernel(q_ptr, k_ptr, a_ptr, u_ptr, beta_ptr, e_ptr, do_ptr, dmT
 # --------------------------------------------------------------------------
 @triton.jit(do_not_specialize=["T"])
 def cov_bwd_rev_kernel(k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, dw_ptr, dpT_ptr,
-                       du_ptr, z_ptr, sc_ptr, dp0_ptr, T,
+                       du_ptr, z_ptr, dd_ptr, ds_ptr, dp0_ptr, T,
                        H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
-                       HAS_ALPHA: tl.constexpr, HAS_DPT: tl.constexpr):
+                       HAS_ALPHA: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     i_g = pid % G
     i_bh = pid // G
     i_b = i_bh // H
     i_h = i_bh % H
     ri = tl.arange(0, BD)
-    mi = ri < D
-    diag = (ri[:, None] == ri[None, :]) & mi[:, None]
-    m2 = mi[:, None] & mi[None, :]
-    if HAS_DPT:
-        Hs = tl.load(dpT_ptr + pid * D * D + ri[:, None] * D + ri[None, :], mask=m2, other=0.).to(tl.float32)
-    else:
-        Hs = tl.full([BD, BD], 0., tl.float32)
+    rr = ri[:, None]
+    rc = ri[None, :]
+    mr = rr < D
+    mc = rc < D
+    diag = (rr == rc) & mr
+    z11 = tl.arange(0, 1)[None, :]
+    Hs = tl.load(dpT_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
     tok = i_b * T * H + i_h
+    tlast = (tok + (T - 1) * H) * G + i_g
+    kr_nx = tl.load(k_ptr + (tok + (T - 1) * H) * D + rr, mask=mr, other=0.).to(tl.float32)
+    kc_nx = tl.load(k_ptr + (tok + (T - 1) * H) * D + rc, mask=mc, other=0.).to(tl.float32)
+    ur_nx = tl.load(u_ptr + tlast * D + rr, mask=mr, other=0.)
+    uc_nx = tl.load(u_ptr + tlast * D + rc, mask=mc, other=0.)
+    wr_nx = tl.load(dw_ptr + tlast * D + rr, mask=mr, other=0.)
+    wc_nx = tl.load(dw_ptr + tlast * D + rc, mask=mc, other=0.)
+    b_nx = tl.load(beta_ptr + tlast)
+    l2_nx = tl.load(l2_ptr + tok + (T - 1) * H).to(tl.float32)
+    if HAS_ALPHA:
+        ar_nx = tl.load(a_ptr + (tok + (T - 1) * H) * D + rr, mask=mr, other=0.).to(tl.float32)
+        ac_nx = tl.load(a_ptr + (tok + (T - 1) * H) * D + rc, mask=mc, other=0.).to(tl.float32)
     for j in range(T):
         t = T - 1 - j
-        cur = tok + t * H
-        kk = tl.load(k_ptr + cur * D + ri, mask=mi, other=0.).to(tl.float32)
-        uu = tl.load(u_ptr + (cur * G + i_g) * D + ri, mask=mi, other=0.)
-        dw = tl.load(dw_ptr + (cur * G + i_g) * D + ri, mask=mi, other=0.)
-        bb = tl.load(beta_ptr + cur * G + i_g)
-        l2 = tl.load(l2_ptr + cur).to(tl.float32)
-        c = tl.reduce(Hs * uu[None, :], 1, tl.standard._sum_combine)                       # H u
-        cc = c[None, :]
-        uHu = tl.reduce(cc * uu[None, :], 1, tl.standard._sum_combine)                     # uᵀ H u, shape [1]
-        udw = tl.reduce(uu[None, :] * dw[None, :], 1, tl.standard._sum_combine)
-        dbeta = udw - uHu
-        ds = -(bb * bb) * dbeta                                    # = d r² as well
-        du = -2.0 * bb * c + ds * kk + bb * dw                     # total adjoint of u_t
-        dH = tl.reduce(tl.where(diag, Hs, 0.), 1, tl.standard._sum_combine)                # diag(H)
-        trH = tl.reduce(dH[None, :], 1, tl.standard._sum_combine)
-        duk = tl.reduce(du[None, :] * kk[None, :], 1, tl.standard._sum_combine)
-        dl2 = trH + duk                                            # tr(dP̄)
-        z = 2.0 * bb * uu * c + du * uu - 2.0 * l2 * (dH + du * kk)
-        tl.store(du_ptr + (cur * G + i_g) * D + ri, du, mask=mi)
-        tl.store(z_ptr + (cur * G + i_g) * D + ri, z, mask=mi)
-        so = (cur * G + i_g) * 2 + tl.arange(0, 1)
-        tl.store(sc_ptr + so, ds)
-        tl.store(sc_ptr + so + 1, dl2)
-        Hs = Hs + 0.5 * (du[:, None] * kk[None, :] + kk[:, None] * du[None, :])   # sym(dP̄)
+        kr = kr_nx
+        kc = kc_nx
+        ur = ur_nx
+        uc = uc_nx
+        dwr = wr_nx
+        dwc = wc_nx
+        bb = b_nx
+        l2 = l2_nx
         if HAS_ALPHA:
-            aa = tl.load(a_ptr + cur * D + ri, mask=mi, other=0.).to(tl.float32)
-            Hs = Hs * (aa[:, None] * aa[None, :])                  # A dP̄ A
-    tl.store(dp0_ptr + pid * D * D + ri[:, None] * D + ri[None, :], Hs, mask=m2)
+            ar = ar_nx
+            ac = ac_nx
+        tn = tok + tl.maximum(t - 1, 0) * H
+        gn = tn * G + i_g
+        kr_nx = tl.load(k_ptr + tn * D + rr, mask=mr, other=0.).to(tl.float32)
+        kc_nx = tl.load(k_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
+        ur_nx = tl.load(u_ptr + gn * D + rr, mask=mr, other=0.)
+        uc_nx = tl.load(u_ptr + gn * D + rc, mask=mc, other=0.)
+        wr_nx = tl.load(dw_ptr + gn * D + rr, mask=mr, other=0.)
+        wc_nx = tl.load(dw_ptr + gn * D + rc, mask=mc, other=0.)
+        b_nx = tl.load(beta_ptr + gn)
+        l2_nx = tl.load(l2_ptr + tn).to(tl.float32)
+        if HAS_ALPHA:
+            ar_nx = tl.load(a_ptr + tn * D + rr, mask=mr, other=0.).to(tl.float32)
+            ac_nx = tl.load(a_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
+        c1 = tl.reduce(Hs * uc, 1, tl.standard._sum_combine)                # H u
+        cr = c1[:, None]
+        cc = c1[None, :]                                                     # the one layout shuffle
+        uHu = tl.reduce(cc * uc, 1, tl.standard._sum_combine, keep_dims=True)
+        udw = tl.reduce(uc * dwc, 1, tl.standard._sum_combine, keep_dims=True)
+        ds = -(bb * bb) * (udw - uHu)                                        # dβ → ds (= dr²)
+        dur = -2.0 * bb * cr + ds * kr + bb * dwr                            # total adjoint of u_t
+        duc = -2.0 * bb * cc + ds * kc + bb * dwc
+        dPd = tl.reduce(tl.where(diag, Hs, 0.), 1, tl.standard._sum_combine, keep_dims=True) + dur * kr
+        z = 2.0 * bb * ur * cr + dur * ur - 2.0 * l2 * dPd                   # (see fused_recurrent)
+        cur = (tok + t * H) * G + i_g
+        tl.store(du_ptr + cur * D + rc, duc, mask=mc)
+        tl.store(z_ptr + cur * D + rr, z, mask=mr)
+        tl.store(dd_ptr + cur * D + rr, dPd, mask=mr)                        # diag(dP̄_t)
+        tl.store(ds_ptr + cur + z11, ds)
+        Hs = Hs + 0.5 * (dur * kc + kr * duc)                                # sym(dP̄_t)
+        if HAS_ALPHA:
+            Hs = Hs * (ar * ac)                                              # A dP̄ A
+    tl.store(dp0_ptr + pid * D * D + rr * D + rc, Hs, mask=mr & mc)
 
 
 # --------------------------------------------------------------------------
@@ -281,36 +310,56 @@ def cov_bwd_rev_kernel(k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, dw_ptr, dpT_ptr,
 # (u_t, β_t are re-read in both layouts, so this pass needs no layout shuffle)
 # --------------------------------------------------------------------------
 @triton.jit(do_not_specialize=["T"])
-def cov_bwd_fwd_kernel(a_ptr, l2_ptr, p0_ptr, u_ptr, beta_ptr, du_ptr, x_ptr, p0_scale, T,
+def cov_bwd_fwd_kernel(a_ptr, l2_ptr, p0_ptr, u_ptr, beta_ptr, du_ptr, x_ptr, T,
                        H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
-                       HAS_ALPHA: tl.constexpr, HAS_P0: tl.constexpr):
+                       HAS_ALPHA: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     i_g = pid % G
     i_bh = pid // G
     i_b = i_bh // H
     i_h = i_bh % H
     ri = tl.arange(0, BD)
-    mi = ri < D
-    diag = (ri[:, None] == ri[None, :]) & mi[:, None]
-    m2 = mi[:, None] & mi[None, :]
-    if HAS_P0:
-        P = tl.load(p0_ptr + pid * D * D + ri[:, None] * D + ri[None, :], mask=m2, other=0.).to(tl.float32)
-    else:
-        P = tl.where(diag, p0_scale, 0.).to(tl.float32)
+    rr = ri[:, None]
+    rc = ri[None, :]
+    mr = rr < D
+    mc = rc < D
+    diag = (rr == rc) & mr
+    P = tl.load(p0_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
     tok = i_b * T * H + i_h
+    g0 = tok * G + i_g
+    ur_nx = tl.load(u_ptr + g0 * D + rr, mask=mr, other=0.)
+    uc_nx = tl.load(u_ptr + g0 * D + rc, mask=mc, other=0.)
+    du_nx = tl.load(du_ptr + g0 * D + rc, mask=mc, other=0.)
+    b_nx = tl.load(beta_ptr + g0)
+    l2_nx = tl.load(l2_ptr + tok).to(tl.float32)
+    if HAS_ALPHA:
+        ar_nx = tl.load(a_ptr + tok * D + rr, mask=mr, other=0.).to(tl.float32)
+        ac_nx = tl.load(a_ptr + tok * D + rc, mask=mc, other=0.).to(tl.float32)
     for t in range(T):
-        cur = tok + t * H
-        uu = tl.load(u_ptr + (cur * G + i_g) * D + ri, mask=mi, other=0.)
-        du = tl.load(du_ptr + (cur * G + i_g) * D + ri, mask=mi, other=0.)
-        bb = tl.load(beta_ptr + cur * G + i_g)
-        l2 = tl.load(l2_ptr + cur).to(tl.float32)
+        ur = ur_nx
+        uc = uc_nx
+        du = du_nx
+        bb = b_nx
+        l2 = l2_nx
         if HAS_ALPHA:
-            aa = tl.load(a_ptr + cur * D + ri, mask=mi, other=0.).to(tl.float32)
-            P = P * (aa[:, None] * aa[None, :])
+            ar = ar_nx
+            ac = ac_nx
+        tn = tok + tl.minimum(t + 1, T - 1) * H
+        gn = tn * G + i_g
+        ur_nx = tl.load(u_ptr + gn * D + rr, mask=mr, other=0.)
+        uc_nx = tl.load(u_ptr + gn * D + rc, mask=mc, other=0.)
+        du_nx = tl.load(du_ptr + gn * D + rc, mask=mc, other=0.)
+        b_nx = tl.load(beta_ptr + gn)
+        l2_nx = tl.load(l2_ptr + tn).to(tl.float32)
+        if HAS_ALPHA:
+            ar_nx = tl.load(a_ptr + tn * D + rr, mask=mr, other=0.).to(tl.float32)
+            ac_nx = tl.load(a_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
+            P = P * (ar * ac)
         P = P + tl.where(diag, l2, 0.)
-        x = tl.reduce(P * du[None, :], 1, tl.standard._sum_combine)                        # P̄ du
-        tl.store(x_ptr + (cur * G + i_g) * D + ri, x, mask=mi)
-        P = P - (uu[:, None] * uu[None, :]) * bb
+        x = tl.reduce(P * du, 1, tl.standard._sum_combine, keep_dims=True)    # P̄ du, [D, 1]
+        cur = (tok + t * H) * G + i_g
+        tl.store(x_ptr + cur * D + rr, x, mask=mr)
+        P = P - (ur * uc) * bb
 
 
 # --------------------------------------------------------------------------
@@ -321,35 +370,46 @@ def mean_bwd_fwd_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, de_ptr, do_ptr, m0_ptr, d
                         T, NTOK,
                         H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
                         MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NV: tl.constexpr,
-                        HAS_ALPHA: tl.constexpr, HAS_M0: tl.constexpr):
+                        HAS_ALPHA: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     i_v = pid % NV
     i_bh = pid // NV
     i_b = i_bh // H
     i_h = i_bh % H
     i_g = (i_v * BV) // MG
-    ri = tl.arange(0, BD)
-    mi = ri < D
-    cv = i_v * BV + tl.arange(0, BV)
+    rc = tl.arange(0, BD)[None, :]
+    mc = rc < D
+    cv = i_v * BV + tl.arange(0, BV)[:, None]
     mv = cv < M
-    m2 = mv[:, None] & mi[None, :]
-    if HAS_M0:
-        S = tl.load(m0_ptr + i_bh * D * M + ri[None, :] * M + cv[:, None], mask=m2, other=0.).to(tl.float32)
-    else:
-        S = tl.full([BV, BD], 0., tl.float32)
+    S = tl.load(m0_ptr + i_bh * D * M + cv * D + rc, mask=mv & mc, other=0.).to(tl.float32)
     tok = i_b * T * H + i_h
+    u_nx = tl.load(u_ptr + (tok * G + i_g) * D + rc, mask=mc, other=0.)
+    b_nx = tl.load(beta_ptr + tok * G + i_g)
+    e_nx = tl.load(e_ptr + tok * M + cv, mask=mv, other=0.)
+    de_nx = tl.load(de_ptr + tok * M + cv, mask=mv, other=0.)
+    do_nx = tl.load(do_ptr + tok * M + cv, mask=mv, other=0.).to(tl.float32)
+    if HAS_ALPHA:
+        a_nx = tl.load(a_ptr + tok * D + rc, mask=mc, other=0.).to(tl.float32)
     for t in range(T):
-        cur = tok + t * H
-        uu = tl.load(u_ptr + (cur * G + i_g) * D + ri, mask=mi, other=0.)
-        bb = tl.load(beta_ptr + cur * G + i_g)
-        ee = tl.load(e_ptr + cur * M + cv, mask=mv, other=0.)
-        de = tl.load(de_ptr + cur * M + cv, mask=mv, other=0.)
-        dd = tl.load(do_ptr + cur * M + cv, mask=mv, other=0.).to(tl.float32)
+        uu = u_nx
+        bb = b_nx
+        ee = e_nx
+        de = de_nx
+        dd = do_nx
         if HAS_ALPHA:
-            aa = tl.load(a_ptr + cur * D + ri, mask=mi, other=0.).to(tl.float32)
-            S = S * aa[None, :]
-        dk = -tl.reduce(S * de[:, None], 0, tl.standard._sum_combine)
-        S = S + ee[:, None] * (bb * uu)[None, :]
-        dq = tl.reduce(S * dd[:, None], 0, tl.standard._sum_combine)
-        tl.store(dk_ptr + (i_v * NTOK + cur) * D + ri, dk, mask=mi)
-        tl.store(dq_ptr + (i_v * NTOK + cur) * D + ri, dq, mask=mi)
+            aa = a_nx
+        tn = tok + tl.minimum(t + 1, T - 1) * H
+        u_nx = tl.load(u_ptr + (tn * G + i_g) * D + rc, mask=mc, other=0.)
+        b_nx = tl.load(beta_ptr + tn * G + i_g)
+        e_nx = tl.load(e_ptr + tn * M + cv, mask=mv, other=0.)
+        de_nx = tl.load(de_ptr + tn * M + cv, mask=mv, other=0.)
+        do_nx = tl.load(do_ptr + tn * M + cv, mask=mv, other=0.).to(tl.float32)
+        if HAS_ALPHA:
+            a_nx = tl.load(a_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
+            S = S * aa
+        dk = -tl.reduce(S * de, 0, tl.standard._sum_combine, keep_dims=True)
+        S = S + ee * (bb * uu)
+        dq = tl.reduce(S * dd, 0, tl.standard._sum_combine, keep_dims=True)
+        cur = tok + t * H
+        tl.store(dk_ptr + (i_v * NTOK + cur) * D + rc, dk, mask=mc)
+        tl.store(dq_ptr + (i_v * NTOK + cur) * D + rc, dq, mask=mc)

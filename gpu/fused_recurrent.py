@@ -61,14 +61,13 @@ def default_config(D: int, m: int, G: int, T: int = 0, BH: int = 0) -> dict:
     BD = _pow2(D)
     mg = m // G
     low = mg & (-mg)                       # largest power of two dividing m/G
-    bv_max = 32 if BD >= 128 else 64
-    if G == 1:
-        BV = min(_pow2(m), bv_max)
-    else:
-        BV = min(low, bv_max)
-    cov_warps = {1: 1, 2: 1, 4: 1, 8: 1, 16: 1, 32: 2, 64: 4}.get(BD, 8)
-    n = BV * BD
-    mean_warps = 1 if n <= 512 else 2 if n <= 1024 else 4 if n <= 4096 else 8
+    # mean pass: one warp per small block of value columns (as fla's fused
+    # recurrent kernels): with D on the 32 lanes every reduction and every
+    # per-token vector stays inside the warp, so a step needs no barrier
+    BV = min(16, _pow2(m)) if G == 1 else min(16, low)
+    mean_warps = 1 if BV * BD <= 4096 else 2
+    # covariance pass: the whole D×D matrix in one program, spread over warps
+    cov_warps = 1 if BD <= 32 else 4 if BD <= 64 else 8 if BD <= 128 else 16
     return {"BD": BD, "BV": BV, "cov_warps": cov_warps, "mean_warps": mean_warps}
 
 
@@ -86,7 +85,10 @@ def _launch_cfg(D, m, G, T, BH, override):
     return cfg
 
 
-def _forward(K, q, k, v, l2, r2, a, M0, P0, p0, cfg, need_e):
+def _forward(K, q, k, v, l2, r2, a, M0t, P0, cfg, need_e):
+    """Launch the two forward passes.  ``M0t [B, H, m, D]`` is the initial mean,
+    transposed; ``P0 [B, H, G, D, D]``; both always given (the loads fix the
+    kernels' register layouts)."""
     B, T, H, D = q.shape
     m = v.shape[-1]
     G = r2.shape[-1]
@@ -97,24 +99,22 @@ def _forward(K, q, k, v, l2, r2, a, M0, P0, p0, cfg, need_e):
     beta = _empty((B, T, H, G), f32, dev)
     PT = _empty((B, H, G, D, D), f32, dev)
     K.cov_fwd_kernel[(B * H * G,)](
-        k, a if a is not None else dummy, l2, r2, P0 if P0 is not None else dummy,
-        u, beta, PT, float(p0), T,
-        H=H, G=G, D=D, BD=cfg["BD"], HAS_ALPHA=a is not None, HAS_P0=P0 is not None,
-        num_warps=cfg["cov_warps"])
+        k, a if a is not None else dummy, l2, r2, P0, u, beta, PT, T,
+        H=H, G=G, D=D, BD=cfg["BD"], HAS_ALPHA=a is not None, num_warps=cfg["cov_warps"])
     o = _empty((B, T, H, m), v.dtype, dev)
     e = _empty((B, T, H, m), f32, dev) if need_e else dummy
-    MT = _empty((B, H, D, m), f32, dev)
+    MTt = _empty((B, H, m, D), f32, dev)
     NV = cfg["NV"]
     K.mean_fwd_kernel[(B * H * NV,)](
-        q, k, v, a if a is not None else dummy, u, beta, M0 if M0 is not None else dummy,
-        o, e, MT, T,
+        q, k, v, a if a is not None else dummy, u, beta, M0t, o, e, MTt, T,
         H=H, G=G, D=D, M=m, MG=m // G, BD=cfg["BD"], BV=cfg["BV"], NV=NV,
-        HAS_ALPHA=a is not None, HAS_M0=M0 is not None, STORE_E=need_e,
-        num_warps=cfg["mean_warps"])
-    return o, MT, PT, u, beta, e
+        HAS_ALPHA=a is not None, STORE_E=need_e, num_warps=cfg["mean_warps"])
+    return o, MTt, PT, u, beta, e
 
 
-def _backward(K, q, k, a, l2, M0, P0, p0, u, beta, e, MT, PT, do, dMT, dPT, cfg, need_dg):
+def _backward(K, q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, need_dg):
+    """The four backward passes and the assembly of the gradients (``dM0`` is
+    returned transposed, ``[B, H, m, D]``, like ``M0t``/``MTt``/``dMTt``)."""
     B, T, H, D = q.shape
     m = do.shape[-1]
     G = u.shape[3]
@@ -129,12 +129,12 @@ def _backward(K, q, k, a, l2, M0, P0, p0, u, beta, e, MT, PT, do, dMT, dPT, cfg,
 
     de = _empty((B, T, H, m), f32, dev)
     dw_part = _empty((NV, B, T, H, D), f32, dev)
-    dM0 = _empty((B, H, D, m), f32, dev)
+    dM0t = _empty((B, H, m, D), f32, dev)
     K.mean_bwd_rev_kernel[(B * H * NV,)](
-        q, k, a if has_a else dummy, u, beta, e, do, dMT if dMT is not None else dummy,
-        de, dw_part, dM0, T, NTOK,
+        q, k, a if has_a else dummy, u, beta, e, do, dMTt,
+        de, dw_part, dM0t, T, NTOK,
         H=H, G=G, D=D, M=m, MG=mg, BD=BD, BV=BV, NV=NV,
-        HAS_ALPHA=has_a, HAS_DMT=dMT is not None, num_warps=cfg["mean_warps"])
+        HAS_ALPHA=has_a, num_warps=cfg["mean_warps"])
     if G == 1:
         dw = dw_part.sum(0)[:, :, :, None, :]
     else:
@@ -144,29 +144,26 @@ def _backward(K, q, k, a, l2, M0, P0, p0, u, beta, e, MT, PT, do, dMT, dPT, cfg,
 
     du = _empty((B, T, H, G, D), f32, dev)
     z = _empty((B, T, H, G, D), f32, dev)
-    sc = _empty((B, T, H, G, 2), f32, dev)
+    dPd = _empty((B, T, H, G, D), f32, dev)       # diag(dP̄_t): dℓ²_t = Σ_g tr dP̄_t
+    ds = _empty((B, T, H, G), f32, dev)
     dP0 = _empty((B, H, G, D, D), f32, dev)
     K.cov_bwd_rev_kernel[(B * H * G,)](
-        k, a if has_a else dummy, l2, u, beta, dw, dPT if dPT is not None else dummy,
-        du, z, sc, dP0, T,
-        H=H, G=G, D=D, BD=BD, HAS_ALPHA=has_a, HAS_DPT=dPT is not None,
-        num_warps=cfg["cov_warps"])
+        k, a if has_a else dummy, l2, u, beta, dw, dPT, du, z, dPd, ds, dP0, T,
+        H=H, G=G, D=D, BD=BD, HAS_ALPHA=has_a, num_warps=cfg["cov_warps"])
 
     x = _empty((B, T, H, G, D), f32, dev)
     K.cov_bwd_fwd_kernel[(B * H * G,)](
-        a if has_a else dummy, l2, P0 if P0 is not None else dummy, u, beta, du, x, float(p0), T,
-        H=H, G=G, D=D, BD=BD, HAS_ALPHA=has_a, HAS_P0=P0 is not None,
-        num_warps=cfg["cov_warps"])
+        a if has_a else dummy, l2, P0, u, beta, du, x, T,
+        H=H, G=G, D=D, BD=BD, HAS_ALPHA=has_a, num_warps=cfg["cov_warps"])
     dq_part = _empty((NV, B, T, H, D), f32, dev)
     dk_part = _empty((NV, B, T, H, D), f32, dev)
     K.mean_bwd_fwd_kernel[(B * H * NV,)](
-        a if has_a else dummy, u, beta, e, de, do, M0 if M0 is not None else dummy, dq_part, dk_part,
+        a if has_a else dummy, u, beta, e, de, do, M0t, dq_part, dk_part,
         T, NTOK,
         H=H, G=G, D=D, M=m, MG=mg, BD=BD, BV=BV, NV=NV,
-        HAS_ALPHA=has_a, HAS_M0=M0 is not None, num_warps=cfg["mean_warps"])
+        HAS_ALPHA=has_a, num_warps=cfg["mean_warps"])
 
-    ds = sc[..., 0]
-    dl2 = sc[..., 1].sum(-1)
+    dl2 = dPd.sum((-1, -2))
     dq = dq_part.sum(0)
     dk_mean = dk_part.sum(0)
     dk = dk_mean + (x + ds[..., None] * u).sum(3)
@@ -176,57 +173,66 @@ def _backward(K, q, k, a, l2, M0, P0, p0, u, beta, e, MT, PT, do, dMT, dPT, cfg,
         w = beta[..., None] * u
         term = qf * dq - (w * dw).sum(3) + kf * dk_mean + (z + kf[:, :, :, None, :] * x).sum(3)
         dg = term.flip(1).cumsum(1).flip(1)
-        final = torch.zeros(B, H, D, dtype=f32, device=dev)
-        if dMT is not None:
-            final = final + (dMT * MT).sum(-1)
-        if dPT is not None:
-            final = final + 2.0 * (dPT * PT).sum(-1).sum(2)
+        # final-state terms: rowsum(dM_T ⊙ M_T) + Σ_g 2 rowsum(sym(dP_T) ⊙ P_T)
+        final = (dMTt * MTt).sum(2) + 2.0 * (dPT * PT).sum(-1).sum(2)
         dg = dg + final[:, None]
-    return dq, dk, de, dl2, ds, dg, dM0, dP0
+    return dq, dk, de, dl2, ds, dg, dM0t, dP0
+
+
+def _prepare_states(x, B, H, D, m, G, dev):
+    """Initial mean (transposed, ``[B, H, m, D]``) and covariance ``[B, H, G, D, D]`` as kernel inputs."""
+    if x.M0 is None:
+        M0t = torch.zeros(B, H, m, D, dtype=torch.float32, device=dev)
+        P0 = (x.p0 * torch.eye(D, dtype=torch.float32, device=dev)).expand(B, H, G, D, D).contiguous()
+    else:
+        M0t = x.M0.transpose(-1, -2)
+        P0 = x.P0
+    return M0t, P0
 
 
 class _BLFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, l2, r2, dec, M0, P0, p0, log_alpha, interpret, cfg):
+    def forward(ctx, q, k, v, l2, r2, dec, M0t, P0, log_alpha, interpret, cfg):
         K = kernels(interpret)
         q, k, v, l2, r2 = (t.contiguous() for t in (q, k, v, l2, r2))
         a = None
         if dec is not None:
             a = (torch.exp(dec.float()) if log_alpha else dec).contiguous()
-        M0c = M0.contiguous() if M0 is not None else None
-        P0c = P0.contiguous() if P0 is not None else None
+        M0c, P0c = M0t.contiguous(), P0.contiguous()
         need_grad = any(ctx.needs_input_grad[:8])
-        o, MT, PT, u, beta, e = _forward(K, q, k, v, l2, r2, a, M0c, P0c, p0, cfg, need_grad)
+        o, MTt, PT, u, beta, e = _forward(K, q, k, v, l2, r2, a, M0c, P0c, cfg, need_grad)
         if need_grad:
-            ctx.save_for_backward(q, k, l2, a, M0c, P0c, u, beta, e, MT, PT)
-            ctx.meta = (p0, log_alpha, interpret, cfg, v.dtype, r2.dtype,
-                        None if dec is None else dec.dtype)
+            ctx.save_for_backward(q, k, l2, a, M0c, P0c, u, beta, e, MTt, PT)
+            ctx.meta = (log_alpha, interpret, cfg, v.dtype, r2.dtype, None if dec is None else dec.dtype,
+                        M0t.dtype, P0.dtype)
         ctx.set_materialize_grads(False)
-        return o, MT, PT
+        return o, MTt, PT
 
     @staticmethod
-    def backward(ctx, do, dMT, dPT):
-        q, k, l2, a, M0, P0, u, beta, e, MT, PT = ctx.saved_tensors
-        p0, log_alpha, interpret, cfg, vdt, r2dt, decdt = ctx.meta
+    def backward(ctx, do, dMTt, dPT):
+        q, k, l2, a, M0t, P0, u, beta, e, MTt, PT = ctx.saved_tensors
+        log_alpha, interpret, cfg, vdt, r2dt, decdt, m0dt, p0dt = ctx.meta
         B, T, H, D = q.shape
         m = e.shape[-1]
-        if do is None:
-            do = torch.zeros(B, T, H, m, dtype=torch.float32, device=q.device)
-        if dMT is not None:
-            dMT = dMT.float().contiguous()
-        if dPT is not None:
+        G = u.shape[3]
+        dev = q.device
+        do = torch.zeros(B, T, H, m, dtype=torch.float32, device=dev) if do is None else do
+        dMTt = (torch.zeros(B, H, m, D, dtype=torch.float32, device=dev) if dMTt is None
+                else dMTt.float().contiguous())
+        if dPT is None:
+            dPT = torch.zeros(B, H, G, D, D, dtype=torch.float32, device=dev)
+        else:
             dPT = dPT.float()
             dPT = (0.5 * (dPT + dPT.transpose(-1, -2))).contiguous()
         need_dg = a is not None and ctx.needs_input_grad[5]
-        dq, dk, dv, dl2, dr2, dg, dM0, dP0 = _backward(
-            kernels(interpret), q, k, a, l2, M0, P0, p0, u, beta, e, MT, PT, do, dMT, dPT, cfg, need_dg)
+        dq, dk, dv, dl2, dr2, dg, dM0t, dP0 = _backward(
+            kernels(interpret), q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, need_dg)
         ddec = None
         if need_dg:
             ddec = dg if log_alpha else dg / a.float()
             ddec = ddec.to(decdt)
         return (dq.to(q.dtype), dk.to(k.dtype), dv.to(vdt), dl2.to(l2.dtype), dr2.to(r2dt), ddec,
-                None if M0 is None else dM0.to(M0.dtype), None if P0 is None else dP0.to(P0.dtype),
-                None, None, None, None)
+                dM0t.to(m0dt), dP0.to(p0dt), None, None, None)
 
 
 def fused_recurrent_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
@@ -264,11 +270,12 @@ def fused_recurrent_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, 
                          "pass the log-decay as g= instead")
     B, T, H, D, m = x.dims
     cfg = _launch_cfg(D, m, x.G, T, B * H, config)
-    o, MT, PT = _BLFunction.apply(x.q, x.k, x.v, x.l2, x.r2, x.alpha, x.M0, x.P0, x.p0, x.log_alpha,
-                                  mode == "interpret", cfg)
+    M0t, P0 = _prepare_states(x, B, H, D, m, x.G, x.q.device)
+    o, MTt, PT = _BLFunction.apply(x.q, x.k, x.v, x.l2, x.r2, x.alpha, M0t, P0, x.log_alpha,
+                                   mode == "interpret", cfg)
     if not output_final_state:
         return o, None
-    return o, (MT, PT if x.grouped else PT[:, :, 0])
+    return o, (MTt.transpose(-1, -2), PT if x.grouped else PT[:, :, 0])
 
 
 def fused_recurrent_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, *, g=None,
@@ -289,10 +296,9 @@ def fused_recurrent_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=
     a = None
     if x.alpha is not None:
         a = (torch.exp(x.alpha.float()) if x.log_alpha else x.alpha).contiguous()
+    M0t, P0 = _prepare_states(x, B, H, D, m, x.G, x.q.device)
     with torch.no_grad():
-        o, MT, PT, u, beta, _ = _forward(
+        o, MTt, PT, u, beta, _ = _forward(
             kernels(mode == "interpret"), x.q.contiguous(), x.k.contiguous(), x.v.contiguous(),
-            x.l2.contiguous(), x.r2.contiguous(), a,
-            None if x.M0 is None else x.M0.contiguous(), None if x.P0 is None else x.P0.contiguous(),
-            x.p0, cfg, False)
-    return o, (MT, PT if x.grouped else PT[:, :, 0]), u, beta
+            x.l2.contiguous(), x.r2.contiguous(), a, M0t.contiguous(), P0.contiguous(), cfg, False)
+    return o, (MTt.transpose(-1, -2), PT if x.grouped else PT[:, :, 0]), u, beta
