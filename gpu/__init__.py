@@ -3,17 +3,23 @@
 ``from assocmem.gpu import fused_recurrent_bl, naive_bl, BayesianLayer`` (needs torch;
 the Triton kernels need triton, compiled on CUDA or interpreted on CPU with
 ``TRITON_INTERPRET=1``).  Checked against the float64 numpy filter
-``assocmem.numerics.bl_filter``.
+``assocmem.numerics.bl_filter``.  Names are imported on first access, so that
+``assocmem.gpu.bench`` and the CLI load without torch.
 """
-from .fused_recurrent import fused_recurrent_bl, fused_recurrent_bl_trace
-from .naive import naive_bl
-
 __all__ = ["fused_recurrent_bl", "fused_recurrent_bl_trace", "naive_bl", "BayesianLayer"]
+
+_WHERE = {"fused_recurrent_bl": ".fused_recurrent", "fused_recurrent_bl_trace": ".fused_recurrent",
+          "naive_bl": ".naive", "BayesianLayer": ".layer"}
 
 
 def __getattr__(name):
-    # the layer pulls in torch.nn; keep the op import light
-    if name == "BayesianLayer":
-        from .layer import BayesianLayer
-        return BayesianLayer
-    raise AttributeError(name)
+    if name in _WHERE:
+        import importlib
+
+        mod = importlib.import_module(_WHERE[name], __name__)
+        return getattr(mod, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

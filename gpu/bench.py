@@ -310,6 +310,53 @@ def drift(torch, device, T=100_000, D=64, m=16, seg=10_000, seed=5):
             "seconds": time.perf_counter() - t0}
 
 
+def cov_form_study(torch, device, T=100_000, D=32, m=4, seg=10_000, seed=6):
+    """The three covariance update forms of :func:`naive_bl` in fp32 against float64.
+
+    Same heads as :func:`drift`.  ``plain`` is what the kernel computes; the
+    others cost more (a transpose, or two ``D×D`` matrix products per token).
+    """
+    from assocmem.gpu import naive_bl
+    import torch.nn.functional as F
+
+    H = 4
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    q = F.normalize(torch.randn(1, T, H, D, generator=g), dim=-1)
+    k = F.normalize(torch.randn(1, T, H, D, generator=g), dim=-1)
+    v = torch.randn(1, T, H, m, generator=g)
+    l2 = torch.tensor([1e-3, 1e-2, 0.0, 1e-4]).expand(1, T, H).contiguous()
+    r2 = torch.tensor([0.1, 0.1, 0.1, 1.0]).expand(1, T, H).contiguous()
+    x = {n: t.to(device) for n, t in dict(q=q, k=k, v=v, l2=l2, r2=r2).items()}
+    out = {}
+    ref_states, ref_o = [], []
+    st = None
+    for s0 in range(0, T, seg):
+        sl = {n: t[:, s0:s0 + seg].double() for n, t in x.items()}
+        o, st = naive_bl(**sl, initial_state=st, output_final_state=True, validate=False)
+        ref_o.append(o)
+        ref_states.append(st[1])
+    for form in ("plain", "symmetrised", "joseph"):
+        t0 = time.perf_counter()
+        st = None
+        num = den = 0.0
+        worst, asym, perr = 1.0, 0.0, 0.0
+        for i, s0 in enumerate(range(0, T, seg)):
+            sl = {n: t[:, s0:s0 + seg].float() for n, t in x.items()}
+            o, st = naive_bl(**sl, initial_state=st, output_final_state=True, validate=False, cov_form=form)
+            num += float(((o.double() - ref_o[i]) ** 2).sum())
+            den += float((ref_o[i] ** 2).sum())
+            P = st[1][0].double()
+            lam = torch.linalg.eigvalsh(0.5 * (P + P.transpose(-1, -2)))
+            tr = torch.diagonal(P, dim1=-2, dim2=-1).sum(-1)
+            worst = min(worst, float((lam.min(-1).values / tr).min()))
+            asym = max(asym, float((P - P.transpose(-1, -2)).abs().max()))
+            perr = max(perr, _relerr(torch, ref_states[i][0], P))
+        out[form] = {"o_relerr": math.sqrt(num / den), "worst_min_eig_over_trace": worst,
+                     "max_asymmetry": asym, "max_P_relerr_at_checkpoints": perr,
+                     "seconds": time.perf_counter() - t0}
+    return {"T": T, "D": D, "m": m, "device": str(device), "forms": out}
+
+
 def run(shapes=("S1", "S2", "S3", "S4"), out=None, do_sweep=True, do_drift=True, with_fla=True):
     import torch
 
