@@ -634,7 +634,7 @@ def _swap_theorem(ev: Evidence):
 
 @check("am.swap_theorem", status="confirmed", slow=True)
 def _swap_theorem_large(ev: Evidence):
-    n, swaps = 256, 10000
+    n, swaps = 256, 4000
     ks = nswap.near_orthogonal_keys(n, 0.12, method="greedy")
     pairs = nswap.swap_pairs(n, swaps, seed=2)
     r = nswap.simulate_swaps(ks.keys, pairs, "exact")
@@ -645,7 +645,7 @@ def _swap_theorem_large(ev: Evidence):
 
 @check("am.snr_exp", status="refined", slow=True)
 def _snr_exp_large(ev: Evidence):
-    for j, (n, dd, tt, S) in enumerate([(128, 256, 16.0, 20000), (64, 128, math.sqrt(128), 40000)]):
+    for j, (n, dd, tt, S) in enumerate([(64, 256, 16.0, 10000), (64, 128, math.sqrt(128), 20000)]):
         mc = nsnr.mc_inverse_snr("exp", n, dd, tau=tt, samples=S, seed=300 + j)
         exact = float(tsnr.inverse_snr_exact("exp", n, dd, repr(tt)))
         ev.close("numpy", f"slow: Monte Carlo vs exact (N={n}, d={dd}, tau={tt:.4g}; {S} memories)", mc.mean, exact,
