@@ -30,6 +30,7 @@ CLAIM_MODULES = [
     "assocmem.claims.bl_theory",      # sympy/mpmath side of the bl.* claims
     "assocmem.claims.am",             # am.* claims
     "assocmem.claims.gpu",            # triton layers
+    "assocmem.claims.tasks",          # task.* (learned GPU tasks)
 ]
 
 

@@ -135,7 +135,7 @@ def plot_collision(results_dir, out_dir) -> list[Path]:
         axs[1].set_xlabel("overlap ρ ($n_f$ = 64; trained ρ ≤ 0.80)")
         axs[1].set_ylabel("target margin Δ")
         axs[0].legend(fontsize=6)
-        fig.suptitle("Learned collision recall (BL Fig. 3c, 3d): mean ± sd over seeds", fontsize=8)
+        fig.suptitle("Learned collision recall (BL Fig. 3c, 3d): mean ± sd over seeds", fontsize=8, y=1.02)
         paths = _save(fig, out_dir, "collision_recall")
         plt.close(fig)
     return paths
@@ -159,7 +159,7 @@ def plot_random_keys(results_dir, out_dir) -> list[Path]:
         axs[0].set_ylabel("query cross-entropy")
         axs[1].set_ylabel("query accuracy")
         axs[1].legend(fontsize=6)
-        fig.suptitle("Random-key crowding (BL Fig. 7)", fontsize=8)
+        fig.suptitle("Random-key crowding (BL Fig. 7)", fontsize=8, y=1.02)
         paths = _save(fig, out_dir, "random_keys")
         plt.close(fig)
     return paths
@@ -181,8 +181,11 @@ def plot_swap(results_dir, out_dir) -> list[Path]:
         df = [m for m in d if m.startswith("deltaformer-")]
         for i, m in enumerate(tr):
             axs[0].plot(d[m]["step"], d[m]["acc"], color=cm(i / max(len(tr), 1)), label=m.replace("transformer-", "") + " layers")
-        for i, m in enumerate(df):
-            axs[1].plot(d[m]["step"], d[m]["acc"], color=plt.get_cmap("tab10")(i), label="κ1 = " + m.split("-", 1)[1])
+        for i, m in enumerate(sorted(df)):
+            # linear and round2 curves nearly coincide: draw one dashed so both stay visible
+            ls = "--" if m.endswith("linear") else "-"
+            axs[1].plot(d[m]["step"], d[m]["acc"], ls=ls, color=plt.get_cmap("tab10")(i),
+                        label="κ1 = " + m.split("-", 1)[1])
         axs[0].set_title("Transformer (softmax attention, RoPE)")
         axs[1].set_title("DeltaFormer (κ2 = softmax)")
         for ax in axs:
@@ -190,7 +193,7 @@ def plot_swap(results_dir, out_dir) -> list[Path]:
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=6)
         axs[0].set_ylabel("training accuracy")
-        fig.suptitle("Swap tracking, 5 elements, length 16 (AM Fig. 4)", fontsize=8)
+        fig.suptitle("Swap tracking, 5 elements, length 16 (AM Fig. 4)", fontsize=8, y=1.04)
         paths = _save(fig, out_dir, "swap_tracking")
         plt.close(fig)
     return paths
