@@ -7,4 +7,4 @@
 :mod:`.sweep`, :mod:`.plots`; the command line is :mod:`.cli`
 (``assocmem gpu train|sweep`` or ``python -m assocmem.gpu.tasks``).
 """
-from .train import TASKS               # noqa: F401
+from .names import TASKS               # noqa: F401  (no torch import here)

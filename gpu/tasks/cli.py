@@ -1,7 +1,8 @@
 """``assocmem gpu train`` / ``assocmem gpu sweep`` (the learned tasks).
 
 ``register(gpu_subparsers)`` adds the two sub-commands to the ``assocmem gpu``
-group; ``python -m assocmem.gpu.tasks ...`` runs the same parser standalone.
+group (through ``assocmem.commands.gpu_tasks``); ``python -m assocmem.gpu.tasks
+...`` runs the same parser standalone.  Registering imports no torch.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import argparse
 import json
 import sys
 
-from .train import TASKS, TASK_DEFS
+from .names import MODELS_BY_TASK, TASKS
 
 
 def register(sub) -> None:
@@ -18,7 +19,7 @@ def register(sub) -> None:
                                    "result with provenance to OUT/TASK/MODEL_sSEED.json.")
     p.add_argument("task", choices=TASKS)
     p.add_argument("--model", required=True,
-                   help="; ".join(f"{t}: {', '.join(d.models)}" for t, d in TASK_DEFS.items()))
+                   help="; ".join(f"{t}: {', '.join(ms)}" for t, ms in MODELS_BY_TASK.items()))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=None, help="default: the paper's (2500 BL tasks, 2000 swap)")
     p.add_argument("--batch-size", type=int, default=None, help="default 256")
@@ -43,7 +44,15 @@ def register(sub) -> None:
     s.set_defaults(func=run_sweep)
 
 
+def _need_torch(what: str) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ValueError(f"assocmem gpu {what} needs torch (pip install 'assocmem[gpu]')") from None
+
+
 def run_train(args) -> int:
+    _need_torch("train")
     from .train import train
 
     res = train(args.task, args.model, seed=args.seed, steps=args.steps, batch_size=args.batch_size,
@@ -57,6 +66,7 @@ def run_train(args) -> int:
 
 
 def run_sweep(args) -> int:
+    _need_torch("sweep")
     from .sweep import sweep
 
     def ints(s):

@@ -42,10 +42,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from . import recurrences as R
-
-MIXERS = ("bl", "reset", "delta", "linear", "gla", "diag")
-KAPPAS = ("linear", "round2", "relu", "exp", "softmax")
-SWAP_MODELS = tuple(f"deltaformer-{k}" for k in KAPPAS) + tuple(f"transformer-{L}" for L in (1, 2, 4, 8))
+from .names import KAPPAS, MIXERS, SWAP_MODELS  # noqa: F401  (re-exported)
 
 _INV_SOFTPLUS_005 = math.log(math.expm1(0.05))     # softplus⁻¹(0.05): BL App. E.4's r² = ℓ² = 0.05
 

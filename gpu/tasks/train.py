@@ -26,7 +26,7 @@ from assocmem import validate as V
 from . import data as Dt
 from . import models as Mo
 
-TASKS = ("collision_recall", "random_keys", "swap_tracking")
+from .names import STRESS_MODELS, STRESS_NS, TASKS  # noqa: F401
 EVAL_SEED = 20240611          # the fixed test set (independent of the training seed)
 
 
@@ -44,9 +44,6 @@ class TaskDef:
     test_settings: dict = field(default_factory=dict)
     quick_test_settings: dict = field(default_factory=dict)
 
-
-STRESS_NS = (128, 256, 512)
-STRESS_MODELS = tuple(f"stress-{k}-{n}" for k in ("linear", "round2") for n in STRESS_NS)
 
 TASK_DEFS = {
     "collision_recall": TaskDef(

@@ -21,9 +21,14 @@ OTHERS = ([("collision_recall", m) for m in ("reset", "delta", "linear", "gla", 
                                             "stress-round2-128")])
 
 
-def _smoke(tmp_path, task, model, capsys):
-    rc = cli.main(["train", task, "--model", model, "--steps", "3", "--batch-size", "4", "--device", "cpu",
-                   "--out", str(tmp_path), "--no-progress"])
+def _smoke(tmp_path, task, model, capsys, via_assocmem=False):
+    argv = ["train", task, "--model", model, "--steps", "3", "--batch-size", "4", "--device", "cpu",
+            "--out", str(tmp_path), "--no-progress"]
+    if via_assocmem:            # the same run through `assocmem gpu train ...`
+        from assocmem.cli import main as assocmem_main
+        rc = assocmem_main(["gpu"] + argv)
+    else:
+        rc = cli.main(argv)
     assert rc == 0
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["model"] == model
@@ -40,7 +45,7 @@ def _smoke(tmp_path, task, model, capsys):
 
 @pytest.mark.parametrize("task, model", SMOKE)
 def test_cli_smoke(tmp_path, task, model, capsys):
-    r = _smoke(tmp_path, task, model, capsys)
+    r = _smoke(tmp_path, task, model, capsys, via_assocmem=(task == "random_keys"))
     if task == "collision_recall":
         rows = r["eval"]["writes"] + r["eval"]["overlap"]
         assert all(0 <= row["acc_target"] <= 1 and -1 <= row["margin_target"] <= 1 for row in rows)
