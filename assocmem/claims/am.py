@@ -84,7 +84,7 @@ def _snr_common(ev: Evidence, kernel: str) -> None:
                  sp.simplify(sp.And(der.condition, sp.Not(cond))) == sp.false
                  and sp.simplify(sp.And(cond, sp.Not(der.condition))) == sp.false,
                  computed=str(der.condition))
-    ev.exact("sympy", f"paper's leading order {_PRINTED[kernel]} = N x (conditional ratio at |k|^2 = d)",
+    ev.exact("sympy", f"paper's leading order {_PRINTED[kernel]} = N x (conditional ratio at norm(k)^2 = d)",
              der.leading - _PRINTED_SYM[kernel])
     k, inv = tsnr.inverse_chi2_mean()
     inv_expr, inv_cond = tsnr._first_branch(inv)
@@ -108,7 +108,7 @@ def _snr_common(ev: Evidence, kernel: str) -> None:
             subs = {tsnr.u: sp.Rational(uu), tsnr.tau: sp.Rational(5, 2)}
             cs = sp.N(der.conditional.subs(subs), 60)
             cs = mp.mpf(str(cs))
-        ev.close("mpmath", f"E[k^2 | |k|^2={uu}]/k(k,k)^2: Gaussian integral vs sympy step 1",
+        ev.close("mpmath", f"E[k^2 given norm(k)^2={uu}]/k(k,k)^2: Gaussian integral vs sympy step 1",
                  cq, cs, rel_tol=1e-40)
     for kk in ("3", "5", "12"):
         ev.close("mpmath", f"E[1/chi^2_{kk}] quadrature vs 1/(k-2)", tsnr.inverse_chi2_by_quadrature(kk),
@@ -137,7 +137,7 @@ def _snr_common(ev: Evidence, kernel: str) -> None:
         if vals == "sphere":
             ev.holds("numpy", f"Monte Carlo resolves exact from leading order ({label})",
                      abs(mc.mean - lead) > Z * mc.stderr,
-                     computed=f"|MC - leading| / se = {abs(mc.mean - lead) / mc.stderr:.1f}")
+                     computed=f"abs(MC - leading)/se = {abs(mc.mean - lead) / mc.stderr:.1f}")
         rows.append({"setting": label, "mc_mean": mc.mean, "mc_stderr": mc.stderr, "exact": exact,
                      "leading": lead, "exact_over_leading": exact / lead})
     ev.record(F_exact=str(F_closed), finite_when=str(cond), leading_order=_PRINTED[kernel],
@@ -179,7 +179,7 @@ def _snr_exp(ev: Evidence):
     ev.holds("mpmath", "tau=sqrt(d): ratio increases monotonically toward e^4 = 54.598",
              all(ratios[i] < ratios[i + 1] < mp.e ** 4 for i in range(len(ratios) - 1)),
              computed=[float(r) for r in ratios])
-    ev.holds("mpmath", "tau=sqrt(d): log ratio = 4 - 56/(3 sqrt d) + O(1/d) (|residual| d < 100 for d >= 1024)",
+    ev.holds("mpmath", "tau=sqrt(d): log ratio = 4 - 56/(3 sqrt d) + O(1/d) (abs(residual) d < 100 for d >= 1024)",
              all(r < 100 for r, dd in zip(resid, dims) if dd >= 1024), computed=[float(r) for r in resid])
     # a finite-d setting where the printed form is off by an order of magnitude
     exact = tsnr.inverse_snr_exact("exp", 64, 64, 8)
@@ -260,7 +260,7 @@ def _snr_softmax(ev: Evidence):
     r = sp.Matrix(sp.symbols("r0:3", real=True))
     v = sp.Matrix(sp.symbols("w0:3", real=True))
     ratio = lambda rr, cc: (rr.T * rr)[0, 0] / (cc ** 2 * (v.T * v)[0, 0])  # noqa: E731
-    ev.exact("sympy", "dividing signal and interference by the same Z(q) leaves ||r||^2/(c^2||v||^2)",
+    ev.exact("sympy", "dividing signal and interference by the same Z(q) leaves norm(r)^2/(c^2 norm(v)^2)",
              ratio(r / Zs, c / Zs) - ratio(r, c))
     o_sm = (c * v + r) / Zs
     ev.exact("sympy", "softmax error o_sm - v_i = (r - (Z - c) v_i)/Z (a bias term the SNR does not see)",
@@ -271,7 +271,7 @@ def _snr_softmax(ev: Evidence):
         rel = np.max(np.abs(dec.ratio_softmax - dec.ratio_unnorm) / dec.ratio_unnorm)
         ev.close("numpy", f"per-memory ratio, softmax vs unnormalised (N={n}, d={dd}, tau={tt:g})", rel, 0.0,
                  abs_tol=1e-12)
-        ev.holds("numpy", f"softmax read-out inside the values' hull: ||o|| <= max ||v|| (N={n}, d={dd})",
+        ev.holds("numpy", f"softmax read-out inside the values' hull: norm(o) <= max norm(v) (N={n}, d={dd})",
                  bool(np.all(dec.o_sm_norm <= dec.max_v_norm * (1 + 1e-12))))
         # the softmax read-out error: a shrunken interference plus a bias along v_i
         pred = dec.a_i[:, None] * dec.r_over_c - (1 - dec.a_i)[:, None] * dec.v_i
@@ -310,7 +310,7 @@ def _gd_objective(ev: Evidence):
     for m, n in ((2, 2), (2, 3)):
         ev.exact("sympy", f"J - J^T = -2 (B_s (x) A_a - B_a (x) A_s) for S in R^{m}x{n}",
                  tupd.jacobian_asymmetry_identity(m, n))
-    ev.exact("sympy", "A, B symmetric: S - grad L = A S B + C with L = |S|^2/2 - tr(S^T A S B)/2 - <C,S>",
+    ev.exact("sympy", "A, B symmetric: S - grad L = A S B + C with L = norm(S)^2/2 - tr(S^T A S B)/2 - <C,S>",
              tupd.objective_residual(2, 3, "symmetric"))
     anti = tupd.objective_residual(3, 2, "antisymmetric")
     ev.exact("sympy", "A, B both antisymmetric: the same L works (J symmetric)", anti)
@@ -320,7 +320,7 @@ def _gd_objective(ev: Evidence):
     circ, asym = tupd.nonsymmetric_counterexample()
     ev.holds("sympy", "A = I, B = [[1,1],[0,1]]: circulation of the update field around a square = -1 != 0",
              circ != 0, computed=str(circ))
-    ev.exact("sympy", "DeltaNet = unit step on |S k - v|^2/2", tupd.deltanet_step_residual())
+    ev.exact("sympy", "DeltaNet = unit step on norm(S k - v)^2/2", tupd.deltanet_step_residual())
     resid, lim = tupd.linear_attention_unbounded()
     ev.exact("sympy", "linear attention = unit step on -v^T S k", resid)
     ev.holds("sympy", "linear attention's objective is unbounded below (-> -oo along S = lam v k^T)",
@@ -347,7 +347,7 @@ def _gd_objective(ev: Evidence):
     ev.record(corrected_statement="S -> A S B + C is a unit gradient step of an objective depending on (A, B, C) "
                                   "iff A, B are both symmetric or both antisymmetric (or one is 0)")
     ev.summary = ("sufficiency (A, B symmetric) holds; the converse is false: two antisymmetric factors "
-                  "also give L = |S|^2/2 - tr(S^T A S B)/2 - <C,S>")
+                  "also give L = norm(S)^2/2 - tr(S^T A S B)/2 - <C,S>")
 
 
 @check("am.softmax_memory", status="refined")
@@ -355,8 +355,8 @@ def _softmax_memory(ev: Evidence):
     for t, r in enumerate(tupd.running_mean_residuals(8), start=2):
         ev.exact("sympy", f"mean of {t} terms = ((t-1)/t) mean of {t - 1} + x_t/t", r)
     q2, tau, t, mu, second, rel = tupd.exp_denominator_moments()
-    ev.exact("sympy", "E exp(k.q/tau) = exp(|q|^2/(2 tau^2)), k ~ N(0, I)", mu - sp.exp(q2 / (2 * tau ** 2)))
-    ev.exact("sympy", "relative MSE of the empirical denominator = (exp(|q|^2/tau^2) - 1)/t",
+    ev.exact("sympy", "E exp(k.q/tau) = exp(norm(q)^2/(2 tau^2)), k ~ N(0, I)", mu - sp.exp(q2 / (2 * tau ** 2)))
+    ev.exact("sympy", "relative MSE of the empirical denominator = (exp(norm(q)^2/tau^2) - 1)/t",
              rel - (sp.exp(q2 / tau ** 2) - 1) / t)
     t0, T = sp.symbols("t0 T", positive=True, integer=True)
     w1 = tupd.carry_over_weight(t0, T, "1/t")
@@ -393,22 +393,22 @@ def _softmax_memory(ev: Evidence):
         st = nupd.denominator_fluctuation(dd, tt, qq, [100, 1000], streams=6000, seed=20 + j)
         pred = math.exp(qq / tt ** 2) - 1
         for i, tv in enumerate(st.t):
-            ev.close("numpy", f"t x relative MSE of z_t vs exp(|q|^2/tau^2)-1 (d={dd}, tau={tt:g}, |q|^2={qq:g}, t={tv})",
+            ev.close("numpy", f"t x relative MSE of z_t vs exp(norm(q)^2/tau^2)-1 (d={dd}, tau={tt:g}, norm(q)^2={qq:g}, t={tv})",
                      st.rel_mse_times_t[i], pred, abs_tol=float(Z * st.rel_mse_se[i]))
         rows.append({"d": dd, "tau": tt, "q2": qq, "t": st.t.tolist(), "t_rel_mse": st.rel_mse_times_t.tolist(),
                      "predicted": pred})
     ev.record(denominator=rows,
-              rms_relative_error_tau_sqrt_d="sqrt((e-1)/t) = 1.31/sqrt(t) at |q|^2 = d: 13% at t=100, 1.3% at t=1e4",
+              rms_relative_error_tau_sqrt_d="sqrt((e-1)/t) = 1.31/sqrt(t) at norm(q)^2 = d: 13% at t=100, 1.3% at t=1e4",
               adaptation="after a shift at t0 the state moves (1 - t0/T) of the way: half by T = 2 t0")
     ev.summary = ("the 1/t recursion is exact for the running mean; replacing z_t(q) by its mean costs "
-                  "O(t^-1/2) (RMS sqrt((e^{|q|^2/tau^2}-1)/t)); steps 1/t never stop adaptation (t0/T -> 0)")
+                  "O(t^-1/2) (RMS sqrt((e^{norm(q)^2/tau^2}-1)/t)); steps 1/t never stop adaptation (t0/T -> 0)")
 
 
 @check("am.deltanet_fixed_point", status="confirmed")
 def _deltanet_fixed_point(ev: Evidence):
     normal, grad, det = tupd.fixed_point_square_residuals(2, 2)
     ev.exact("sympy", "S* = W_v W_k^-1 solves the normal equations for any Sigma", normal)
-    ev.exact("sympy", "gradient of E|S W_k x - W_v x|^2 vanishes at W_v W_k^-1", grad)
+    ev.exact("sympy", "gradient of E norm(S W_k x - W_v x)^2 vanishes at W_v W_k^-1", grad)
     ev.exact("sympy", "det(W_k Sigma W_k^T) = det(W_k)^2 det(Sigma): unique optimum", det)
     s_star, at_I, at_c = tupd.fixed_point_low_rank_example()
     ev.holds("sympy", "one 1-d head reading R^2: S* = Sigma_12/Sigma_11 depends on the covariance",
@@ -599,7 +599,7 @@ def _swap_theorem(ev: Evidence):
         ks = nswap.near_orthogonal_keys(n, 0.12, method="greedy")
         built.append({"n": n, "d": ks.d, "max_abs_inner": ks.max_abs_inner, "d/ln n": ks.d / math.log(n),
                       "guaranteed_d": nswap.greedy_dimension(n, 0.12)})
-        ev.holds("numpy", f"n={n}: certified max |k_i.k_j| = {ks.max_abs_inner:.4f} <= 0.12 < 1/8 in d={ks.d}",
+        ev.holds("numpy", f"n={n}: certified max abs(k_i.k_j) = {ks.max_abs_inner:.4f} <= 0.12 < 1/8 in d={ks.d}",
                  ks.certified and ks.max_abs_inner < 0.125)
     ks_full = nswap.greedy_sign_keys(64, 0.12)
     ev.holds("numpy", f"n=64 at the guaranteed d={ks_full.d}: certified (estimator started below 1)",
