@@ -71,7 +71,7 @@ def induction_step(n: int = 4, m: int = 2) -> list:
     return out
 
 
-def _key(idx, signs, n):
+def _key(idx, signs):
     """Formal combination ``Σ sign · k_idx`` as a dict index → coefficient."""
     out: dict = {}
     for i, s in zip(idx, signs):
@@ -96,9 +96,9 @@ def inner_product_patterns(m: int = 4):
             eps_sym[key] = sp.Symbol(f"e{key[0]}{key[1]}", real=True)
         return eps_sym[key]
 
-    keys = [_key((i,), (1,), m) for i in range(m)]
-    keys += [_key((a, b), (1, -1), m) for a in range(m) for b in range(a + 1, m)]
-    queries = keys + [_key((c,), (1,), m) for c in range(m)]
+    keys = [_key((i,), (1,)) for i in range(m)]
+    keys += [_key((a, b), (1, -1)) for a in range(m) for b in range(a + 1, m)]
+    queries = keys + [_key((c,), (1,)) for c in range(m)]
     ideals, max_terms, max_abs = set(), 0, 0
     for kk, qq in product(keys, queries):
         val = sum(ci * cj * g(i, j) for i, ci in kk.items() for j, cj in qq.items())

@@ -116,7 +116,8 @@ def _snr_common(ev: Evidence, kernel: str) -> None:
     # finiteness boundary as validation
     bad = [("exp", 8, 8, 0.8, "sphere", None), ("linear", 8, 2, None, "sphere", None),
            ("relu", 8, 8, None, "gaussian", 2)] if kernel == "exp" else \
-        [(kernel, 8, 2, None, "sphere", None), (kernel, 8, 8, None, "gaussian", 2), (kernel, 0, 8, None, "sphere", None)]
+        [(kernel, 8, 2, None, "sphere", None), (kernel, 8, 8, None, "gaussian", 2),
+         (kernel, 0, 8, None, "sphere", None)]
     raised = 0
     for args in bad:
         try:
@@ -393,12 +394,14 @@ def _softmax_memory(ev: Evidence):
         st = nupd.denominator_fluctuation(dd, tt, qq, [100, 1000], streams=6000, seed=20 + j)
         pred = math.exp(qq / tt ** 2) - 1
         for i, tv in enumerate(st.t):
-            ev.close("numpy", f"t x relative MSE of z_t vs exp(norm(q)^2/tau^2)-1 (d={dd}, tau={tt:g}, norm(q)^2={qq:g}, t={tv})",
+            ev.close("numpy", f"t x relative MSE of z_t vs exp(norm(q)^2/tau^2)-1 "
+                     f"(d={dd}, tau={tt:g}, norm(q)^2={qq:g}, t={tv})",
                      st.rel_mse_times_t[i], pred, abs_tol=float(Z * st.rel_mse_se[i]))
         rows.append({"d": dd, "tau": tt, "q2": qq, "t": st.t.tolist(), "t_rel_mse": st.rel_mse_times_t.tolist(),
                      "predicted": pred})
     ev.record(denominator=rows,
-              rms_relative_error_tau_sqrt_d="sqrt((e-1)/t) = 1.31/sqrt(t) at norm(q)^2 = d: 13% at t=100, 1.3% at t=1e4",
+              rms_relative_error_tau_sqrt_d="sqrt((e-1)/t) = 1.31/sqrt(t) at norm(q)^2 = d: "
+                                            "13% at t=100, 1.3% at t=1e4",
               adaptation="after a shift at t0 the state moves (1 - t0/T) of the way: half by T = 2 t0")
     ev.summary = ("the 1/t recursion is exact for the running mean; replacing z_t(q) by its mean costs "
                   "O(t^-1/2) (RMS sqrt((e^{norm(q)^2/tau^2}-1)/t)); steps 1/t never stop adaptation (t0/T -> 0)")
@@ -431,7 +434,8 @@ def _deltanet_fixed_point(ev: Evidence):
         ev.close("numpy", f"low-rank head: iterate average -> Sigma_12/Sigma_11 = {pred} (covariance #{j})",
                  float(Sa[0, 0]), pred, abs_tol=0.05)
     ev.record(low_rank_optima=avgs, low_rank_formula=str(s_star))
-    ev.summary = "S* = W_v W_k^-1 for any Sigma > 0 when W_k is square invertible; low-rank heads: S* = Sigma_12/Sigma_11-type, covariance-dependent"
+    ev.summary = ("S* = W_v W_k^-1 for any Sigma > 0 when W_k is square invertible; low-rank heads: "
+                  "S* = W_v Sigma W_k^T (W_k Sigma W_k^T)^-1 depends on Sigma")
 
 
 # =============================================================================
@@ -470,7 +474,8 @@ def _deltaformer_equiv(ev: Evidence):
                 al, be = np.ones(40), np.ones(40)
             _, O1 = ndf.deltaformer_sequential(K, Vv, None, Q, al, be, kern, kern)
             S, O2 = ndf.delta_rule_features(ndf.features(K, kern), Vv, ndf.features(Q, kern), al, be)
-            ev.close("numpy", f"kernel recursion = feature-space delta rule ({name}, {'gated' if gated else 'alpha=beta=1'})",
+            mode = "gated" if gated else "alpha=beta=1"
+            ev.close("numpy", f"kernel recursion = feature-space delta rule ({name}, {mode})",
                      _rel_rms(O1, O2), 0.0, abs_tol=1e-12)
     # general model: κ1 = linear, κ2 = poly, w ≠ k
     K, Vv, W, Q, al, be = _df_data(40, 4, 3, 19, scale=0.6)
@@ -514,7 +519,8 @@ def _deltaformer_reductions(ev: Evidence):
         ref1 = ndf.deltanet(Kn, Vv, Q)
         _, O1 = ndf.deltaformer_sequential(Kn, Vv, None, Q, None, None, "linear", "linear")
         ev.close("numpy", f"alpha=beta=1: plain DeltaNet (T={T}, d={d})", _rel_rms(O1, ref1), 0.0, abs_tol=1e-12)
-    ev.summary = "beta=0, alpha=1 + softmax read-out = causal attention; w=k, linear kernels = DeltaNet (alpha=beta gives its step size)"
+    ev.summary = ("beta=0, alpha=1 + softmax read-out = causal attention; w=k, linear kernels = DeltaNet "
+                  "(alpha=beta gives its step size)")
 
 
 @check("am.deltaformer_chunked", status="confirmed")
@@ -621,7 +627,8 @@ def _swap_theorem(ev: Evidence):
         ev.holds("numpy", f"{k} kernel on the same keys loses track (mismatches > 0)", r.mismatches > 0,
                  computed={"mismatches": r.mismatches, "max_readout_error": r.max_readout_error,
                            "first_swap_with_mismatch": int(np.argmax(r.mismatches_per_swap > 0)) + 1})
-    ev.record(dimension_constant_guaranteed=f"d <= ln(n(n-1))/KL(eps) + 1 ~ {const:.1f} ln n at eps=0.12 (-> 255.3 at 1/8)",
+    ev.record(dimension_constant_guaranteed=f"d <= ln(n(n-1))/KL(eps) + 1 ~ {const:.1f} ln n at eps=0.12 "
+                                            "(-> 255.3 at 1/8)",
               constructions=built,
               swaps={k: {"mismatches": r.mismatches, "max_readout_error": r.max_readout_error,
                          "error_after": {str(s): float(r.error_per_swap[s - 1]) for s in (1, 10, 100, 1000, 2000)}}
