@@ -81,8 +81,8 @@ class Evidence:
     def close(self, layer: str, name: str, computed, expected, *, abs_tol: float = 0.0,
               rel_tol: float = 0.0, note: str = "") -> bool:
         c, e = _to_float(computed), _to_float(expected)
-        ok = (math.isfinite(c) and math.isfinite(e)
-              and abs(c - e) <= max(abs_tol, rel_tol * abs(e)))
+        ok = bool(math.isfinite(c) and math.isfinite(e)
+                  and abs(c - e) <= max(abs_tol, rel_tol * abs(e)))
         tol = {"abs": abs_tol} if rel_tol == 0 else ({"rel": rel_tol} if abs_tol == 0
                                                         else {"abs": abs_tol, "rel": rel_tol})
         self.items.append(Item(layer, name, ok, computed, expected, tol, note))
@@ -105,7 +105,7 @@ class Evidence:
                 note: str = "") -> bool:
         """The printed form disagrees with the computed value beyond ``abs_tol``."""
         p, c = _to_float(printed), _to_float(computed)
-        ok = not (abs(p - c) <= abs_tol)
+        ok = bool(not (abs(p - c) <= abs_tol))
         self.items.append(Item(layer, name, ok, computed, printed, {"must_differ_by_more_than": abs_tol},
                                note, printed=True))
         return ok
@@ -145,6 +145,7 @@ class ClaimResult:
     items: list[dict] = field(default_factory=list)
     skipped_layers: dict = field(default_factory=dict)
     seconds: float = 0.0
+    notes: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {
@@ -158,6 +159,7 @@ class ClaimResult:
             "items": self.items,
             "skipped_layers": self.skipped_layers,
             "seconds": round(self.seconds, 3),
+            "notes": self.notes,
         }
 
 
@@ -213,7 +215,7 @@ class Claim:
             id=self.id, status=status, layers=ev.layers_run, source=self.source,
             published=self.published, computed=ev.computed, detail=detail,
             items=[it.as_dict() for it in ev.items], skipped_layers=dict(ev.skipped),
-            seconds=dt,
+            seconds=dt, notes=list(ev.notes),
         )
 
 

@@ -58,7 +58,9 @@ def markdown(results: list[ClaimResult], provenance: dict | None = None) -> str:
         lines.append(f"| `{r.id}` | {r.status} | {', '.join(r.layers)} | {r.detail.replace('|', '/')} |")
     for r in results:
         lines += ["", f"## `{r.id}` — {r.status}", "", f"*Source:* {r.source}", "",
-                  f"*Published:* {r.published}", "", r.detail, ""]
+                  f"*Published (input, as printed):* {r.published}", "", r.detail, ""]
+        for n in r.notes:
+            lines += (["```", n.rstrip(), "```", ""] if "Traceback" in n else [f"> {n.strip()}", ""])
         if r.skipped_layers:
             lines += [f"- layer `{k}` skipped: {v}" for k, v in r.skipped_layers.items()] + [""]
         if r.items:
@@ -66,7 +68,7 @@ def markdown(results: list[ClaimResult], provenance: dict | None = None) -> str:
                       "| --- | --- | --- | --- | --- | --- |"]
             for it in r.items:
                 lines.append("| {layer} | {name}{star} | {c} | {e} | {tol} | {p} |".format(
-                    layer=it["layer"], name=it["name"],
+                    layer=it["layer"], name=str(it["name"]).replace("|", "/"),
                     star=" (printed form)" if it.get("printed_form_refuted") else "",
                     c=_cell(it["computed"]), e=_cell(it["expected"]), tol=_cell(it["tolerance"]),
                     p="yes" if it["passed"] else "**no**"))
