@@ -48,3 +48,27 @@ def test_every_figure_renders(name, tmp_path):
 def test_make_returns_figure_and_data():
     fig, data = make("bl_fig3a")
     assert fig.axes and "p_ab" in data
+
+
+def test_am_snr_exact_within_monte_carlo_for_linear_and_relu():
+    d = FIGURES["am_snr"].data()
+    for k in ("linear", "relu"):
+        ex, m, se = (np.asarray(d[k][x]) for x in ("exact", "mc_mean", "mc_se"))
+        assert np.all(np.abs(ex - m) <= 5 * se), k
+
+
+def test_am_ratio_rises_towards_e4():
+    d = FIGURES["am_snr_exp_ratio"].data()
+    r = np.asarray(d["ratio"])
+    assert np.all(np.diff(r) > 0) and r[-1] < np.exp(4) and r[-1] > 0.9 * np.exp(4)
+
+
+def test_am_swap_exact_kernel_never_errs():
+    d = FIGURES["am_swap"].data()
+    assert max(d["exact"]["mismatches"]) == 0 and max(d["linear"]["mismatches"]) > 0
+
+
+def test_am_chunk_work_counts():
+    d = FIGURES["am_deltaformer_chunk"].data(T=64, d=8, repeats=1)
+    assert d["chunk"][0] == 1 and len(d["seconds"]) == len(d["chunk"])
+    assert d["sequential_steps"] == [int(np.ceil(64 / c)) for c in d["chunk"]]
