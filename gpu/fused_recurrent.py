@@ -54,25 +54,36 @@ def _pow2(n: int) -> int:
 def default_config(D: int, m: int, G: int, T: int = 0, BH: int = 0) -> dict:
     """Launch parameters (block sizes and warps), by shape.
 
-    ``BV`` (value columns per mean-pass program) divides the group width so that
-    a program serves one noise group.  Values measured on an H200
-    (benchmarks/, docs/gpu.md).
+    From the H200 sweep in ``benchmarks/h200_fused_recurrent.json`` (each pass
+    timed alone):
+
+    * mean pass: one warp per block of ``BV`` value columns (as fla's fused
+      recurrent kernels): with ``D`` on the 32 lanes every reduction and every
+      per-token vector stays inside the warp.  The pass is latency-bound, so
+      ``BV`` is the largest of 16, 8, 4 that still gives about 2048 programs
+      (warps) to hide latency: at S1 ``BV=4`` ran in 1.27 ms against 2.46 ms
+      for ``BV=16``; at S2 ``BV=8`` 2.81 ms, ``BV=4`` 3.07 ms.  ``BV`` divides
+      the group width ``m/G`` so that a program serves one noise group.
+    * covariance pass: the whole ``D×D`` matrix in one program; 8 warps at
+      ``D = 64`` (2.51 ms at S1 against 3.09 ms with 4 and 2.57 ms with 16) and
+      at ``D = 128`` (5.0 ms at S2 against 9.8 ms with 4 and 5.6 ms with 16),
+      one warp for ``D ≤ 32``.
     """
     BD = _pow2(D)
     mg = m // G
     low = mg & (-mg)                       # largest power of two dividing m/G
-    # mean pass: one warp per small block of value columns (as fla's fused
-    # recurrent kernels): with D on the 32 lanes every reduction and every
-    # per-token vector stays inside the warp, so a step needs no barrier
-    BV = min(16, _pow2(m)) if G == 1 else min(16, low)
+    cap = min(16, _pow2(m)) if G == 1 else min(16, low)
+    BV = cap
+    while BV > 4 and BH and BH * -(-m // BV) < 2048:
+        BV //= 2
     mean_warps = 1 if BV * BD <= 4096 else 2
-    # covariance pass: the whole D×D matrix in one program, spread over warps
-    cov_warps = 1 if BD <= 32 else 4 if BD <= 64 else 8 if BD <= 128 else 16
+    cov_warps = 1 if BD <= 32 else 8 if BD <= 128 else 16
     return {"BD": BD, "BV": BV, "cov_warps": cov_warps, "mean_warps": mean_warps}
 
 
-def _launch_cfg(D, m, G, T, BH, override):
-    cfg = default_config(D, m, G, T, BH)
+def _launch_cfg(D, m, G, T, BH, override, interpret=False):
+    # the interpreter runs programs one after another: fewer, larger blocks there
+    cfg = default_config(D, m, G, T, 0 if interpret else BH)
     if override:
         cfg.update(override)
     mg = m // G
@@ -269,7 +280,7 @@ def fused_recurrent_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, 
         raise ValueError("alpha has exact zeros: its gradient is computed as dL/dlog(alpha) / alpha; "
                          "pass the log-decay as g= instead")
     B, T, H, D, m = x.dims
-    cfg = _launch_cfg(D, m, x.G, T, B * H, config)
+    cfg = _launch_cfg(D, m, x.G, T, B * H, config, mode == "interpret")
     M0t, P0 = _prepare_states(x, B, H, D, m, x.G, x.q.device)
     o, MTt, PT = _BLFunction.apply(x.q, x.k, x.v, x.l2, x.r2, x.alpha, M0t, P0, x.log_alpha,
                                    mode == "interpret", cfg)
@@ -292,7 +303,7 @@ def fused_recurrent_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=
     if mode == "naive":
         raise ValueError("fused_recurrent_bl_trace needs CUDA tensors or TRITON_INTERPRET=1")
     B, T, H, D, m = x.dims
-    cfg = _launch_cfg(D, m, x.G, T, B * H, config)
+    cfg = _launch_cfg(D, m, x.G, T, B * H, config, mode == "interpret")
     a = None
     if x.alpha is not None:
         a = (torch.exp(x.alpha.float()) if x.log_alpha else x.alpha).contiguous()
