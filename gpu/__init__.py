@@ -6,10 +6,10 @@ the Triton kernels need triton, compiled on CUDA or interpreted on CPU with
 ``assocmem.numerics.bl_filter``.  Names are imported on first access, so that
 ``assocmem.gpu.bench`` and the CLI load without torch.
 """
-__all__ = ["fused_recurrent_bl", "fused_recurrent_bl_trace", "naive_bl", "BayesianLayer"]
+__all__ = ["fused_recurrent_bl", "fused_recurrent_bl_trace", "naive_bl", "chunk_bl", "BayesianLayer"]
 
 _WHERE = {"fused_recurrent_bl": ".fused_recurrent", "fused_recurrent_bl_trace": ".fused_recurrent",
-          "naive_bl": ".naive", "BayesianLayer": ".layer"}
+          "naive_bl": ".naive", "chunk_bl": ".chunk", "BayesianLayer": ".layer"}
 
 
 def __getattr__(name):
