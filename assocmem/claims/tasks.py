@@ -28,26 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from assocmem import registry
 from assocmem.registry import Evidence, check
 
-BL = "BL (Dowling et al., Memory by Design)"
-AM = "AM (Zhong et al., Associative Memory)"
-_DECLARE = [
-    ("task.collision_recall", "Learned controlled collision recall", f"{BL}: §4.1, App. E.5, pp.23-26; Fig. 3(c,d)",
-     "BL near-perfect accuracy to n_f = 256 (ρ = 0.80) while Delta/reset ≈ 0.75 and linear attention / GLA "
-     "collapse; BL keeps a positive margin to ρ = 0.95 at n_f = 64, Delta/reset turn negative", ("numpy", "triton")),
-    ("task.random_keys", "Random-key crowding", f"{BL}: App. E.5.4, pp.25-26; Fig. 7",
-     "every model degrades as n/D grows past training (≤ 4); BL has the lowest cross-entropy and is at or near "
-     "the best accuracy at high density", ("numpy", "triton")),
-    ("task.swap_tracking", "Swap tracking: DeltaFormer vs Transformers", f"{AM}: §3.2, Figs. 3-5, pp.18-20",
-     "DeltaFormer with round or linear κ1 reaches ≈ 1.0 training accuracy in a few hundred steps; "
-     "1/2/4/8-layer Transformers stay near 0.4-0.45 at 2000 steps", ("numpy", "triton")),
-]
-_REG = registry._REGISTRY
-for _id, _t, _s, _p, _l in _DECLARE:
-    if _id not in _REG:          # the catalogue may declare these IDs itself later
-        registry.declare(_id, _t, _s, _p, _l)
+# The task.* IDs, sources and published statements are declared in the catalogue.
+import assocmem.claims.catalogue  # noqa: E402,F401
 
 RESULTS = Path(__file__).resolve().parent.parent.parent / "results"
 F64_REL = 1e-12
