@@ -7,7 +7,11 @@ statement or value, and a check function.  The check never prints; it fills an
 whether it passed.  The registry turns that into a :class:`ClaimResult`.
 
 Status vocabulary (CLAIMS.md): ``confirmed``, ``corrected``, ``refined``,
-``failed``, ``skipped``, plus ``pending`` for claims whose issue is not done.
+``failed``, ``skipped``, plus ``pending`` for claims whose issue is not done,
+and ``disputed`` for the learned tasks: every check passed, but the toolkit's
+own measurements disagree with part of the published statement (the items
+marked ``disputed`` say which).  A disputed claim is a finding, not a broken
+check, so it does not make ``verify`` exit non-zero.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-STATUSES = ("confirmed", "corrected", "refined", "failed", "skipped", "pending")
+STATUSES = ("confirmed", "corrected", "refined", "disputed", "failed", "skipped", "pending")
 LAYERS = ("sympy", "mpmath", "numpy", "triton")
 
 # Modules that register claims.  Each module calls ``register`` at import time.
@@ -48,6 +52,9 @@ class Item:
     # ``printed`` items show that a published form is wrong: they *pass*
     # when the printed statement is refuted.
     printed: bool = False
+    # ``disputed`` items record a published statement that the toolkit's own
+    # measurement does not reproduce (learned tasks).
+    disputed: bool = False
 
     def as_dict(self) -> dict:
         return {
@@ -59,6 +66,7 @@ class Item:
             "tolerance": _jsonable(self.tolerance),
             "note": self.note,
             "printed_form_refuted": self.printed or None,
+            "disputed": self.disputed or None,
         }
 
 
@@ -109,6 +117,10 @@ class Evidence:
         self.items.append(Item(layer, name, ok, computed, printed, {"must_differ_by_more_than": abs_tol},
                                note, printed=True))
         return ok
+
+    def dispute(self, layer: str, name: str, published, measured, note: str = "") -> None:
+        """A published statement that our own measurement does not reproduce."""
+        self.items.append(Item(layer, name, True, measured, published, None, note, disputed=True))
 
     def skip(self, layer: str, reason: str) -> None:
         self.skipped[layer] = reason
@@ -208,6 +220,9 @@ class Claim:
         elif fails:
             status = "failed"
             detail = "; ".join(_describe_failure(f) for f in fails[:3])
+        elif any(it.disputed for it in ev.items):
+            status = "disputed"
+            detail = ev.summary or "; ".join(it.name for it in ev.items if it.disputed)
         else:
             status = self.expected_status
             detail = ev.summary or f"{len(ev.items)} comparisons passed"

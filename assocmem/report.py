@@ -7,8 +7,10 @@ from typing import Iterable
 
 from assocmem.registry import ClaimResult
 
-_MARK = {"confirmed": "ok", "corrected": "fixed", "refined": "sharper", "failed": "FAIL",
-         "skipped": "skip", "pending": "todo"}
+LEGEND = ("confirmed: the published statement holds; corrected: it is wrong as printed (printed form shown "
+          "failing, corrected form passing); refined: it holds to leading order and an exact/sharper result is "
+          "given; disputed: our own measurement disagrees with part of it (listed); failed: a check did not "
+          "pass; skipped: a layer is unavailable; pending: not implemented yet")
 
 
 def counts(results: Iterable[ClaimResult]) -> dict:
@@ -33,7 +35,8 @@ def table(results: list[ClaimResult], width: int | None = None) -> str:
     c = counts(results)
     lines.append("")
     lines.append("  ".join(f"{k}: {c[k]}" for k in
-                           ("confirmed", "corrected", "refined", "skipped", "pending", "failed") if k in c))
+                           ("confirmed", "corrected", "refined", "disputed", "skipped", "pending", "failed")
+                           if k in c))
     pend = [r.id for r in results if r.status == "pending"]
     if pend:
         lines.append(f"pending (not implemented yet): {', '.join(pend)}")
@@ -52,7 +55,7 @@ def markdown(results: list[ClaimResult], provenance: dict | None = None) -> str:
     if provenance:
         lines += [f"- {k}: `{v}`" for k, v in provenance.items()] + [""]
     lines += ["Published numbers are inputs the checks compare against; every computed",
-              "value below is produced by the layer named beside it.", "",
+              "value below is produced by the layer named beside it.", "", f"Statuses — {LEGEND}.", "",
               "| claim | status | layers | result |", "| --- | --- | --- | --- |"]
     for r in results:
         lines.append(f"| `{r.id}` | {r.status} | {', '.join(r.layers)} | {r.detail.replace('|', '/')} |")
@@ -69,7 +72,8 @@ def markdown(results: list[ClaimResult], provenance: dict | None = None) -> str:
             for it in r.items:
                 lines.append("| {layer} | {name}{star} | {c} | {e} | {tol} | {p} |".format(
                     layer=it["layer"], name=str(it["name"]).replace("|", "/"),
-                    star=" (printed form)" if it.get("printed_form_refuted") else "",
+                    star=" (printed form)" if it.get("printed_form_refuted") else
+                    (" (disputed)" if it.get("disputed") else ""),
                     c=_cell(it["computed"]), e=_cell(it["expected"]), tol=_cell(it["tolerance"]),
                     p="yes" if it["passed"] else "**no**"))
     return "\n".join(lines) + "\n"

@@ -52,3 +52,11 @@ def test_exact_uses_symbolic_zero():
     ev = Evidence()
     assert ev.exact("sympy", "identity", sp.sin(x) ** 2 + sp.cos(x) ** 2 - 1)
     assert not ev.exact("sympy", "not identity", x - 1)
+
+
+def test_disputed_when_a_measurement_disagrees_but_checks_pass():
+    ok = (lambda ev: ev.holds("numpy", "generator", True), "confirmed", False)
+    disp = (lambda ev: ev.dispute("triton", "trend", "holds", "not reproduced"), "confirmed", False)
+    assert _claim(ok, disp).run().status == "disputed"
+    bad = (lambda ev: ev.holds("numpy", "broken", False), "confirmed", False)
+    assert _claim(bad, disp).run().status == "failed"
