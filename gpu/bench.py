@@ -357,6 +357,38 @@ def cov_form_study(torch, device, T=100_000, D=32, m=4, seg=10_000, seed=6):
     return {"T": T, "D": D, "m": m, "device": str(device), "forms": out}
 
 
+def chunk_study(torch, device, T=1024, seed=7):
+    """Precision of the chunked form's factorisation: fp32 vs tf32 matmuls vs float64.
+
+    ``chunk_bl`` (torch) in fp32 with TF32 matmuls off and on, against float64
+    ``naive_bl``; plus the fp32 recurrence for scale, and the torch chunked form's
+    forward time at S1-like width (it is launch-bound: a sequential loop of small ops).
+    """
+    from assocmem.gpu import chunk_bl, naive_bl
+
+    out = {}
+    for D, m in ((64, 64), (128, 128)):
+        for name, (alo, ahi) in {"weak": (0.95, 1.0), "strong": (0.3, 0.7)}.items():
+            x = _inputs(torch, (2, T, 2, D, m), device, seed)
+            x["alpha"] = (torch.rand(x["alpha"].shape, generator=torch.Generator().manual_seed(seed))
+                          * (ahi - alo) + alo).to(device)
+            ref, _ = naive_bl(**{n: t.double() for n, t in x.items()}, validate=False)
+            row = {"recurrence_fp32": _relerr(torch, ref, naive_bl(**x, validate=False)[0])}
+            for tf32 in (False, True):
+                old = torch.backends.cuda.matmul.allow_tf32
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                try:
+                    for C in (16, 64):
+                        o, _ = chunk_bl(**x, chunk_size=C, validate=False)
+                        row[f"chunk{C}_{'tf32' if tf32 else 'fp32'}"] = _relerr(torch, ref, o)
+                finally:
+                    torch.backends.cuda.matmul.allow_tf32 = old
+            out[f"D{D}_{name}"] = row
+    x = _inputs(torch, SHAPES["S1"], device, seed)
+    out["chunk_torch_fwd_ms_S1"] = _bench(lambda: chunk_bl(**x, chunk_size=64, validate=False), device)
+    return out
+
+
 def run(shapes=("S1", "S2", "S3", "S4"), out=None, do_sweep=True, do_drift=True, with_fla=True):
     import torch
 
