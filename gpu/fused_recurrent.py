@@ -39,6 +39,8 @@ from .naive import naive_bl
 # Tests and the benchmark set this to fill every kernel output with NaN before
 # the kernels run, so that an element a kernel forgets to write fails.
 POISON = False
+# the covariance pass holds P (D×D fp32) in one program's registers
+MAX_D = 128
 
 
 def _empty(shape, dtype, device):
@@ -280,6 +282,9 @@ def fused_recurrent_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, 
         raise ValueError("alpha has exact zeros: its gradient is computed as dL/dlog(alpha) / alpha; "
                          "pass the log-decay as g= instead")
     B, T, H, D, m = x.dims
+    if D > MAX_D:
+        raise ValueError(f"q/k head dimension D={D} is above {MAX_D}: the kernel keeps the D×D covariance "
+                         "in one program's registers; use chunk_bl or naive_bl")
     cfg = _launch_cfg(D, m, x.G, T, B * H, config, mode == "interpret")
     M0t, P0 = _prepare_states(x, B, H, D, m, x.G, x.q.device)
     o, MTt, PT = _BLFunction.apply(x.q, x.k, x.v, x.l2, x.r2, x.alpha, M0t, P0, x.log_alpha,

@@ -156,6 +156,9 @@ def test_bad_input_is_rejected_before_the_kernel(interpret, make_inputs):
         fused_recurrent_bl(x["q"], x["k"][:, :2], x["v"], x["l2"], x["r2"])
     with pytest.raises(ValueError, match="BV"):
         fused_recurrent_bl(**x, config={"BV": 3})
+    big = make_inputs(1, 2, 1, 129, 2, seed=26)
+    with pytest.raises(ValueError, match="D=129"):
+        fused_recurrent_bl(**big)
 
 
 def test_dispatch_modes(monkeypatch):
