@@ -52,15 +52,19 @@ def _prepare(keys, values, l2, r2, P0, A):
     return keys, values, l2, r2, A, Sigma0, T, D, m
 
 
-def vec_kalman_filter(keys, values, *, l2, r2, P0=1.0, A=None):
+def vec_kalman_filter(keys, values, *, l2, r2, P0=1.0, A=None, Q=None):
     """Kalman filter on ``vec S_t``; returns per-step means ``[T, D, m]`` and
     covariances ``[T, Dm, Dm]``.
 
     ``P0``: scalar, a ``D×D`` matrix (prior ``I_m ⊗ P0``) or a full ``Dm×Dm``
     covariance.  ``r2``: ``[T]`` or per-column ``[T, m]``.  ``A``: ``[T, D]``
-    (diagonal) or ``[T, D, D]``.
+    (diagonal) or ``[T, D, D]``.  ``Q``: optional structured process noise,
+    ``[D, D]`` or ``[T, D, D]`` PSD; the noise is then ``I_m ⊗ Q_t`` instead of
+    ``ℓ_t² I`` (``l2`` is ignored), e.g. real-row noise for complex dynamics (App. D).
     """
     keys, values, l2, r2, A, Sigma, T, D, m = _prepare(keys, values, l2, r2, P0, A)
+    if Q is not None:
+        Q = np.broadcast_to(V.psd("Q", Q), (T, D, D))
     x = np.zeros(D * m)
     Im = np.eye(m)
     means, covs = np.empty((T, D, m)), np.empty((T, D * m, D * m))
@@ -68,7 +72,7 @@ def vec_kalman_filter(keys, values, *, l2, r2, P0=1.0, A=None):
         F = np.kron(Im, A[t])
         H = np.kron(Im, keys[t][None, :])           # m x Dm
         x = F @ x
-        Sigma = F @ Sigma @ F.T + l2[t] * np.eye(D * m)
+        Sigma = F @ Sigma @ F.T + (l2[t] * np.eye(D * m) if Q is None else np.kron(Im, Q[t]))
         S_innov = H @ Sigma @ H.T + np.diag(r2[t])
         K = np.linalg.solve(S_innov, H @ Sigma).T   # Sigma H^T S^-1 (S symmetric)
         x = x + K @ (values[t] - H @ x)
