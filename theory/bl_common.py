@@ -132,6 +132,14 @@ def mpf(x) -> mp.mpf:
     return mp.mpf(x)
 
 
+def mpf_exact(x) -> mp.mpf:
+    """Like :func:`mpf`, but a binary float is taken at its exact value (for
+    60-digit reruns of float64 inputs, where the input *is* that float)."""
+    if isinstance(x, float):
+        return mp.mpf(x)
+    return mpf(x)
+
+
 def mp_digits(a, b) -> float:
     """Matching significant digits of ``a`` and ``b`` (inf when equal)."""
     a, b = mpf(a) if not isinstance(a, mp.mpf) else a, mpf(b) if not isinstance(b, mp.mpf) else b

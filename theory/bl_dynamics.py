@@ -21,9 +21,10 @@ plus ``G`` covariances (``G D²``, or ``G D(D+1)/2`` stored symmetrically).
 """
 from __future__ import annotations
 
+import mpmath as mp
 import sympy as sp
 
-from .bl_common import Derivation, Field, sym_matrix, sym_symmetric, sym_vector, unvec, vec
+from .bl_common import Derivation, Field, sym_matrix, sym_symmetric, sym_vector
 from .bl_posterior import KronI, _mexpand, _update_field
 
 
@@ -212,3 +213,35 @@ def cost(sizes=((1, 1), (2, 1), (2, 3), (3, 2), (4, 4), (5, 3), (6, 2), (7, 5), 
                "Dm coefficient > 0": bool(sol) and sol[0][c2] > 0},
         sizes=f"{len(rows)} (D, m, G) sizes",
     )
+
+
+def bl_recurrence_structured_mp(keys, values, *, A, Q, p0, r2, dps: int = 60):
+    """The five-step recurrence with full dynamics ``A`` (``T`` matrices or one)
+    and structured process noise ``Q`` (``P̄ = A P Aᵀ + Q``), in mpmath.
+
+    Inputs are nested lists (floats allowed here: this is a float64
+    cross-check at 60 digits of the *same* inputs).  Returns per-step means
+    (``T`` lists ``D×m``) and covariances (``D×D``) as ``mp.matrix``.
+    """
+    with mp.workdps(dps):
+        T, D, m = len(keys), len(keys[0]), len(values[0])
+        As = A if len(A) == T and hasattr(A[0][0], "__len__") else [A] * T
+        Qm = mp.matrix(Q)
+        P = mp.eye(D) * mp.mpf(p0)
+        M = mp.zeros(D, m)
+        r2s = r2 if isinstance(r2, (list, tuple)) else [r2] * T
+        Ms, Ps = [], []
+        for t in range(T):
+            At = mp.matrix(As[t])
+            k = mp.matrix(keys[t])
+            v = mp.matrix(values[t])
+            Pbar = At * P * At.T + Qm
+            u = Pbar * k
+            beta = 1 / (mp.mpf(r2s[t]) + (k.T * u)[0])
+            AM = At * M
+            innov = v - AM.T * k
+            M = AM + beta * u * innov.T
+            P = Pbar - beta * u * u.T
+            Ms.append(M.copy())
+            Ps.append(P.copy())
+        return Ms, Ps

@@ -23,7 +23,7 @@ import mpmath as mp
 import sympy as sp
 from sympy import Identity, MatrixSymbol
 
-from .bl_common import Derivation, mpf, sym_matrix, sym_vector
+from .bl_common import Derivation, mpf, mpf_exact, sym_matrix, sym_vector
 from .bl_posterior import KronI, _mexpand
 
 lam = sp.Symbol("lambda", positive=True)
@@ -167,16 +167,17 @@ def plateau_mp(a0, b0, vA, rho_v, gamma, n: int, dps: int = 60):
 
 def additive_covariance_mp(keys, *, lam, r2, alpha=None, dps: int = 60):
     """``C_T`` of the latent-input model by the recursion
-    ``C_t = A_t C_{t-1} A_tᵀ + c_t k_t k_tᵀ`` (``C_0 = 0``), in mpmath."""
+    ``C_t = A_t C_{t-1} A_tᵀ + c_t k_t k_tᵀ`` (``C_0 = 0``), in mpmath
+    (floats are taken at their exact binary value)."""
     with mp.workdps(dps):
         T, D = len(keys), len(keys[0])
-        per = (lambda x: [mpf(x[t]) for t in range(T)] if isinstance(x, (list, tuple))  # noqa: E731
-               else [mpf(x)] * T)
+        per = (lambda x: [mpf_exact(x[t]) for t in range(T)] if isinstance(x, (list, tuple))  # noqa: E731
+               else [mpf_exact(x)] * T)
         lams, r2s = per(lam), per(r2)
         C = mp.zeros(D, D)
         for t in range(T):
-            a = [mpf(x) for x in alpha[t]] if alpha is not None else [mp.mpf(1)] * D
-            k = [mpf(x) for x in keys[t]]
+            a = [mpf_exact(x) for x in alpha[t]] if alpha is not None else [mp.mpf(1)] * D
+            k = [mpf_exact(x) for x in keys[t]]
             c = lams[t] * r2s[t] / (lams[t] + r2s[t])
             C = mp.matrix([[a[i] * C[i, j] * a[j] + c * k[i] * k[j] for j in range(D)] for i in range(D)])
         return C
