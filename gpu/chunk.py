@@ -1,9 +1,20 @@
-r"""``chunk_bl``: the BL filter chunk by chunk (the innovations / LDLᵀ form), in torch.
+r"""``chunk_bl``: the BL filter chunk by chunk (the innovations / LDLᵀ form).
 
-This is the chunked *algorithm* of issue 6, written with torch tensor ops and
-verified against the token-by-token filter; it is not yet the Triton chunked
-kernel (see docs/gpu.md).  Differentiable through autograd; any float dtype
-(arithmetic in ``promote(dtype, float32)``).
+Two implementations of one algorithm (issue 6):
+
+* :func:`chunk_bl_torch`, torch tensor ops: the readable form, any float dtype
+  (arithmetic in ``promote(dtype, float32)``), differentiable through autograd;
+  the float64 reference of the kernels and the CPU fallback;
+* the Triton kernels of :mod:`._chunk_kernels` (CUDA tensors, or CPU tensors
+  with ``TRITON_INTERPRET=1``): a chunked covariance pass (rows of the LDLᵀ
+  factor by the innovations recursion, products-only decay ratios) and a
+  matmul-only mean pass; fp32 arithmetic whatever the input dtype.  Gradients:
+  the forward keeps ``u_t, β_t`` and the innovations ``e_t`` — exactly the
+  tensors the token-by-token op's backward needs — so the backward *is*
+  :mod:`.fused_recurrent`'s Triton backward (reverse-time adjoints of the same
+  function: exact gradients, not an approximation).
+
+:func:`chunk_bl` dispatches like :func:`fused_recurrent_bl`.
 
 Within a chunk of ``C`` tokens ``τ = 0..C-1`` that starts from the posterior
 ``(M_0, P_0)`` of the previous token, write ``R[τ, i] = α_{i+1} ⊙ … ⊙ α_τ``
@@ -52,9 +63,9 @@ def _ratios(a):
     return R * causal
 
 
-def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
-             chunk_size: int = 64, *, g=None, validate: bool = True):
-    """The BL filter computed chunk by chunk; same contract as :func:`fused_recurrent_bl`.
+def chunk_bl_torch(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
+                   chunk_size: int = 64, *, g=None, validate: bool = True):
+    """The BL filter computed chunk by chunk with torch ops; same contract as :func:`fused_recurrent_bl`.
 
     ``chunk_size`` ∈ {16, 32, 64}.  Returns ``(o, final_state or None)``.
     """
@@ -121,3 +132,191 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
         return o, None
     Mout = M.permute(0, 1, 3, 2, 4).reshape(B, H, D, m)
     return o, (Mout, P if x.grouped else P[:, :, 0])
+
+
+# --------------------------------------------------------------------------
+# Triton path
+# --------------------------------------------------------------------------
+_KERNEL_FILE = __import__("pathlib").Path(__file__).with_name("_chunk_kernels.py")
+_LOADED: dict = {}
+
+
+def chunk_kernels(interpret: bool):
+    """:mod:`._chunk_kernels`, compiled or interpreted (loaded under a private
+    name with ``TRITON_INTERPRET`` forced, as :func:`._dispatch.kernels` does,
+    so the import order of ``triton`` does not matter)."""
+    import importlib.util
+    import os
+
+    key = bool(interpret)
+    mod = _LOADED.get(key)
+    if mod is not None:
+        return mod
+    old = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1" if key else "0"
+    try:
+        name = "assocmem.gpu._chunk_kernels_interp" if key else "assocmem.gpu._chunk_kernels_jit"
+        spec = importlib.util.spec_from_file_location(name, _KERNEL_FILE)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        if old is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = old
+    _LOADED[key] = mod
+    return mod
+
+
+def default_chunk_config(D: int, m: int, G: int, C: int, BH: int = 0) -> dict:
+    """Launch parameters of the two chunked passes.
+
+    ``BD``: the key dimension padded to a power of two ≥ 16 (``tl.dot`` needs 16);
+    ``BV``: value columns per mean program (power of two ≥ 16, at most 64);
+    warps per pass.  ``benchmarks/h200_chunk.json`` has the sweep behind them.
+    """
+    from .fused_recurrent import _pow2
+
+    BD = max(16, _pow2(D))
+    mg = m // G
+    BV = max(16, min(64, _pow2(mg)))
+    while BV > 16 and BH and BH * G * -(-mg // BV) < 1024:     # more programs to fill the GPU
+        BV //= 2
+    cov_warps = 4 if BD * C <= 4096 else 8
+    mean_warps = 4
+    return {"BD": BD, "BV": BV, "cov_warps": cov_warps, "mean_warps": mean_warps}
+
+
+def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
+    """Launch the chunked passes.  ``M0 [B, H, D, m]``, ``P0 [B, H, G, D, D]`` (fp32, contiguous).
+
+    Returns ``o, M_T [B, H, D, m], P_T [B, H, G, D, D], u [B, T, H, G, D], β [B, T, H, G], e``.
+    """
+    from .fused_recurrent import _empty
+
+    B, T, H, D = q.shape
+    m = v.shape[-1]
+    G = r2.shape[-1]
+    mg = m // G
+    dev = q.device
+    f32 = torch.float32
+    NT = -(-T // C)
+    dummy = torch.zeros(1, dtype=f32, device=dev)
+    u = _empty((B, T, H, G, D), f32, dev)
+    beta = _empty((B, T, H, G), f32, dev)
+    W = _empty((B, H, G, NT, C, C), f32, dev)
+    Aq = _empty((B, H, G, NT, C, C), f32, dev)
+    Ut = _empty((B, H, G, NT, C, D), f32, dev)
+    PT = _empty((B, H, G, D, D), f32, dev)
+    K.chunk_cov_fwd_kernel[(B * H * G,)](
+        q, k, a if a is not None else dummy, l2, r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
+        H=H, G=G, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=a is not None, num_warps=cfg["cov_warps"])
+    o = _empty((B, T, H, m), v.dtype, dev)
+    e = _empty((B, T, H, m), f32, dev) if need_e else dummy
+    MT = _empty((B, H, D, m), f32, dev)
+    BV = cfg["BV"]
+    NVG = -(-mg // BV)
+    K.chunk_mean_fwd_kernel[(B * H * G * NVG,)](
+        q, k, v, a if a is not None else dummy, beta, W, Aq, Ut, M0, o, e, MT, T, NT,
+        H=H, G=G, D=D, M=m, MG=mg, BD=cfg["BD"], BV=BV, NVG=NVG, C=C,
+        HAS_ALPHA=a is not None, STORE_E=need_e, num_warps=cfg["mean_warps"])
+    return o, MT, PT, u, beta, e
+
+
+class _ChunkBLFunction(torch.autograd.Function):
+    """Forward: the chunked kernels.  Backward: the token-by-token op's Triton
+    backward (:func:`.fused_recurrent._backward`), fed with the ``u, β, e`` and
+    final states that the chunked forward produced."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, l2, r2, dec, M0, P0, log_alpha, interpret, C, cfg, bcfg):
+        K = chunk_kernels(interpret)
+        q, k, v, l2, r2 = (t.contiguous() for t in (q, k, v, l2, r2))
+        a = None
+        if dec is not None:
+            a = (torch.exp(dec.float()) if log_alpha else dec).contiguous()
+        M0c = M0.float().contiguous()
+        P0c = P0.float().contiguous()
+        need_grad = any(ctx.needs_input_grad[:8])
+        o, MT, PT, u, beta, e = _chunk_forward(K, q, k, v, l2, r2, a, M0c, P0c, C, cfg, need_grad)
+        if need_grad:
+            ctx.save_for_backward(q, k, l2, a, M0c, P0c, u, beta, e, MT, PT)
+            ctx.meta = (log_alpha, interpret, bcfg, v.dtype, r2.dtype, None if dec is None else dec.dtype,
+                        M0.dtype, P0.dtype)
+        ctx.set_materialize_grads(False)
+        return o, MT, PT
+
+    @staticmethod
+    def backward(ctx, do, dMT, dPT):
+        from ._dispatch import kernels
+        from .fused_recurrent import _backward
+
+        q, k, l2, a, M0, P0, u, beta, e, MT, PT = ctx.saved_tensors
+        log_alpha, interpret, bcfg, vdt, r2dt, decdt, m0dt, p0dt = ctx.meta
+        B, T, H, D = q.shape
+        m = e.shape[-1]
+        G = u.shape[3]
+        dev = q.device
+        do = torch.zeros(B, T, H, m, dtype=torch.float32, device=dev) if do is None else do
+        dMTt = (torch.zeros(B, H, m, D, dtype=torch.float32, device=dev) if dMT is None
+                else dMT.float().transpose(-1, -2).contiguous())
+        if dPT is None:
+            dPT = torch.zeros(B, H, G, D, D, dtype=torch.float32, device=dev)
+        else:
+            dPT = dPT.float()
+            dPT = (0.5 * (dPT + dPT.transpose(-1, -2))).contiguous()
+        need_dg = a is not None and ctx.needs_input_grad[5]
+        dq, dk, dv, dl2, dr2, dg, dM0t, dP0 = _backward(
+            kernels(interpret), q, k, a, l2, M0.transpose(-1, -2).contiguous(), P0, u, beta, e,
+            MT.transpose(-1, -2).contiguous(), PT, do, dMTt, dPT, bcfg, need_dg)
+        ddec = None
+        if need_dg:
+            ddec = dg if log_alpha else dg / a.float()
+            ddec = ddec.to(decdt)
+        return (dq.to(q.dtype), dk.to(k.dtype), dv.to(vdt), dl2.to(l2.dtype), dr2.to(r2dt), ddec,
+                dM0t.transpose(-1, -2).to(m0dt), dP0.to(p0dt), None, None, None, None, None)
+
+
+def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
+             chunk_size: int = 64, *, g=None, validate: bool = True, config: dict | None = None):
+    r"""The BL filter computed chunk by chunk; same contract as :func:`fused_recurrent_bl`.
+
+    ``chunk_size`` ∈ {16, 32, 64}.  Returns ``(o, final_state or None)``.
+
+    CUDA tensors run the chunked Triton kernels (fp32 state and arithmetic,
+    ``D ≤ 128``), CPU tensors with ``TRITON_INTERPRET=1`` the same kernels
+    interpreted, other CPU tensors :func:`chunk_bl_torch`.  Gradients through
+    the token-by-token op's Triton backward (see the module docstring); the
+    same rule as :func:`fused_recurrent_bl` for ``alpha`` with exact zeros.
+    ``config`` overrides launch parameters (:func:`default_chunk_config`).
+    """
+    from ._dispatch import mode_for
+    from .fused_recurrent import MAX_D, _launch_cfg, _prepare_states
+
+    if chunk_size not in CHUNK_SIZES:
+        raise ValueError(f"chunk_size must be one of {CHUNK_SIZES} (got {chunk_size!r})")
+    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate)
+    mode = mode_for(x.q.device)
+    if mode == "naive":
+        return chunk_bl_torch(q, k, v, l2, r2, alpha, p0, initial_state, output_final_state, chunk_size,
+                              g=g, validate=False)
+    if validate and x.alpha is not None and not x.log_alpha and x.alpha.requires_grad \
+            and bool((x.alpha == 0).any()):
+        raise ValueError("alpha has exact zeros: its gradient is computed as dL/dlog(alpha) / alpha; "
+                         "pass the log-decay as g= instead")
+    B, T, H, D, m = x.dims
+    if D > MAX_D:
+        raise ValueError(f"q/k head dimension D={D} is above {MAX_D}: the chunked kernel keeps the D×D "
+                         "covariance in one program's registers; use chunk_bl_torch or naive_bl")
+    interp = mode == "interpret"
+    cfg = default_chunk_config(D, m, x.G, chunk_size, 0 if interp else B * H)
+    if config:
+        cfg.update(config)
+    bcfg = _launch_cfg(D, m, x.G, T, B * H, None, interp)
+    M0t, P0 = _prepare_states(x, B, H, D, m, x.G, x.q.device)
+    M0 = M0t.transpose(-1, -2)
+    o, MT, PT = _ChunkBLFunction.apply(x.q, x.k, x.v, x.l2, x.r2, x.alpha, M0, P0, x.log_alpha,
+                                       interp, chunk_size, cfg, bcfg)
+    if not output_final_state:
+        return o, None
+    return o, (MT, PT if x.grouped else PT[:, :, 0])

@@ -1,0 +1,195 @@
+r"""Triton kernels of the chunked BL forward (issue 6).
+
+Only ``@triton.jit`` functions; :mod:`.chunk` loads this file compiled or
+interpreted (the same scheme as :mod:`._dispatch` for ``_kernels.py``).  Kernels
+must compile with triton 3.6 and interpret with triton 3.9.
+
+Two passes, as the token-by-token op, but chunk by chunk (chunk of ``C`` tokens,
+notation of :mod:`.chunk`; ``R[τ, i] = α_{i+1} ⊙ … ⊙ α_τ`` relative to the chunk):
+
+* **covariance pass** (one program per (batch, head, noise group), ``P_0``
+  ``[D, D]`` in registers, sequential over chunks).  Per chunk:
+  ``γ, c`` by one associative scan of ``(α_τ, ℓ_τ²)``; ``ω = γ ⊙ ((γ⊙K) P_0) + c ⊙ K``
+  (one ``C×D×D`` matmul); then one loop over the chunk's rows ``τ`` that builds
+  row ``τ`` of ``R`` by products only (``R[τ, ·] = α_τ ⊙ R[τ-1, ·]``, 1 on the
+  diagonal: exact for zero, negative and strong decays, nothing divided), row
+  ``τ`` of ``Σ_y`` (``Σ_y[τ, i] = k_τ · (R[τ, i] ⊙ ω_i)``) and row ``τ`` of ``L⁻¹``
+  by the innovations recursion
+
+      ``r = L⁻¹_{<τ} Σ_y[τ, <τ]``,  ``d_τ = Σ_y[τ, τ] − Σ_j r_j² / d_j``,
+      ``L⁻¹[τ, ·] = e_τ − Σ_j (r_j / d_j) L⁻¹[j, ·]``,
+
+  (the LDLᵀ factorisation ``Σ_y = L diag(d) Lᵀ`` one row at a time, all ``C×C``
+  vector operations); ``β_τ = 1/d_τ``, ``u_τ = Σ_i L⁻¹[τ, i] R[τ, i] ⊙ ω_i``.
+  The dependency chain per token is on ``C×C`` tiles, not the recurrence's
+  ``D×D`` (the ``C×D`` work of a row does not feed the next row).  The chunk
+  end: ``P_C = (γ_C γ_Cᵀ) ⊙ P_0 + diag(c_C) − Ũᵀ diag(β) Ũ`` with
+  ``Ũ = R[C-1, ·] ⊙ U`` (one ``D×C×D`` matmul), symmetrised.  All products in
+  full fp32 (``input_precision="ieee"``): TF32 loses three digits in
+  ``Σ_y``'s pivots (``benchmarks/h200_chunk_precision.json``).
+  Per chunk it writes, for the mean pass, ``W = diag(β) L⁻¹`` and
+  ``Aq[τ, i] = q_τ · (R[τ, i] ⊙ u_i)`` (``C×C``) and ``Ũ`` (``C×D``), and per
+  token ``u_t, β_t`` (the fused backward's inputs).
+* **mean pass** (one program per (batch, head, group, block of value columns),
+  ``M`` block ``[D, BV]`` in registers, sequential over chunks), matmuls only:
+  ``βE = W (V − (γ⊙K) M_0)``, ``O = (γ⊙Q) M_0 + Aq βE``,
+  ``M_C = γ_C ⊙ M_0 + Ũᵀ βE`` (BL App. D's triangular mean form; ``E`` are the
+  innovations ``e_t = v_t − (A_t M_{t-1})ᵀ k_t``, written for the backward).
+
+Padding: tokens past ``T`` load ``k = q = v = 0``, ``α = 1``, ``ℓ² = 0``,
+``r² = 1`` (they do not touch the state); key dimensions past ``D`` load 0
+(and ``ℓ²`` is masked there), so the padded block of ``P`` stays 0.
+"""
+import triton
+import triton.language as tl
+
+
+# Sums and products use tl.standard's combiners (not tl.sum / tl.cumprod, which
+# are @jit library functions built in whatever mode triton was first imported
+# in): the interpreter recognises them and runs numpy instead of an
+# element-by-element loop (a 30x difference for these kernels).
+_sum = tl.standard._sum_combine
+_mul = tl.standard._prod_combine
+
+
+@triton.jit
+def _decay_noise(g1, c1, g2, c2):
+    # composition of x -> g1 x (products) and c -> g1² c + c1: (γ, c) scan,
+    # c_τ = α_τ² c_{τ-1} + ℓ_τ², γ_τ = α_τ γ_{τ-1}
+    return g1 * g2, c1 * (g2 * g2) + c2
+
+
+@triton.jit(do_not_specialize=["T", "NT"])
+def chunk_cov_fwd_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
+                         u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT,
+                         H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
+                         C: tl.constexpr, HAS_ALPHA: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    i_g = pid % G
+    i_bh = pid // G
+    i_b = i_bh // H
+    i_h = i_bh % H
+    rd = tl.arange(0, BD)
+    rr = rd[:, None]                       # key dim along rows ([BD, BD] tiles)
+    rc = rd[None, :]                       # key dim along columns
+    mr = rr < D
+    mc = rc < D
+    ri = tl.arange(0, C)[:, None]          # chunk row index (token i / j), [C, 1]
+    ci = tl.arange(0, C)[None, :]          # chunk column index, [1, C]
+    z11 = tl.arange(0, 1)[None, :]
+    P = tl.load(p0_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
+    tok = i_b * T * H + i_h                # token (b, 0, h); token t is tok + t*H
+    for n in range(NT):
+        t0 = n * C
+        tr = t0 + ri                                        # [C, 1] token indices
+        vr = tr < T
+        tki = tok + tr * H
+        Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)     # [C, BD]
+        if HAS_ALPHA:
+            At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
+        else:
+            At = tl.full((C, BD), 1.0, tl.float32)
+        L2t = tl.load(l2_ptr + tki, mask=vr, other=0.).to(tl.float32)                 # [C, 1]
+        L2t = tl.where(mc, L2t, 0.)                                                   # [C, BD]
+        gam, cc = tl.associative_scan((At, L2t), 0, _decay_noise)
+        # ω_i = Π_i k_i = γ_i ⊙ (P_0 (γ_i ⊙ k_i)) + c_i ⊙ k_i
+        Om = gam * tl.dot(gam * Kt, P, input_precision="ieee") + cc * Kt
+        Rr = tl.zeros((C, BD), tl.float32)                  # row τ of R (rows: i)
+        U = tl.zeros((C, BD), tl.float32)                   # rows u_i, i ≤ τ
+        Li = tl.zeros((C, C), tl.float32)                   # rows of L⁻¹ (j, i)
+        bet = tl.zeros((C, 1), tl.float32)                  # β_j
+        cbase = (pid * NT + n) * C * C
+        for t in range(C):
+            tt = t0 + t
+            vt = (tt + z11) < T                             # [1, 1] (a tensor mask)
+            tk = tok + tt * H
+            kt = tl.load(k_ptr + tk * D + rc, mask=mc & vt, other=0.).to(tl.float32)   # [1, BD]
+            qt = tl.load(q_ptr + tk * D + rc, mask=mc & vt, other=0.).to(tl.float32)
+            r2 = tl.load(r2_ptr + tk * G + i_g + z11, mask=vt, other=1.).to(tl.float32)   # [1, 1]
+            if HAS_ALPHA:
+                at = tl.load(a_ptr + tk * D + rc, mask=mc & vt, other=1.).to(tl.float32)
+                Rr = Rr * at
+            Rr = tl.where(ri == t, 1., Rr)
+            Wt = Rr * Om                                    # R[τ, i] ⊙ ω_i
+            sr = tl.reduce(Wt * kt, 1, _sum, keep_dims=True)        # Σ_y[τ, i], [C(i), 1]
+            sc = tl.trans(sr)                                        # [1, C(i)]
+            stt = tl.reduce(tl.where(ci == t, sc, 0.), 1, _sum, keep_dims=True) + r2   # [1, 1]
+            rj = tl.reduce(Li * sc, 1, _sum, keep_dims=True)         # r_j, [C(j), 1] (0 for j ≥ τ)
+            lam = rj * bet
+            d = stt - tl.reduce(rj * lam, 0, _sum, keep_dims=True)   # [1, 1]
+            new = tl.where(ci == t, 1., 0.) - tl.reduce(lam * Li, 0, _sum, keep_dims=True)   # L⁻¹[τ, ·]
+            Li = tl.where(ri == t, new, Li)
+            b = 1.0 / d
+            bet = tl.where(ri == t, b, bet)
+            ut = tl.reduce(tl.trans(new) * Wt, 0, _sum, keep_dims=True)   # u_τ, [1, BD]
+            U = tl.where(ri == t, ut, U)
+            aq = tl.reduce(Rr * U * qt, 1, _sum, keep_dims=True)     # q_τ · R[τ, i] ⊙ u_i, [C, 1]
+            tl.store(aq_ptr + cbase + t * C + ri, aq)
+            tl.store(w_ptr + cbase + t * C + ci, new * b)
+            tl.store(u_ptr + (tk * G + i_g) * D + rc, ut, mask=mc & vt)
+            tl.store(beta_ptr + tk * G + i_g + z11, b, mask=vt)
+        Ut = Rr * U                                         # ũ_i = R[C-1, i] ⊙ u_i
+        tl.store(ut_ptr + ((pid * NT + n) * C + ri) * D + rc, Ut, mask=mc)
+        glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)   # [1, BD]
+        clast = tl.reduce(tl.where(ri == C - 1, cc, 0.), 0, _sum, keep_dims=True)
+        P = P * (tl.trans(glast) * glast) + tl.where((rr == rc) & mr, clast, 0.)
+        P = P - tl.dot(tl.trans(Ut * bet), Ut, input_precision="ieee")
+        P = 0.5 * (P + tl.trans(P))                         # bitwise symmetric
+    tl.store(pT_ptr + pid * D * D + rr * D + rc, P, mask=mr & mc)
+
+
+@triton.jit(do_not_specialize=["T", "NT"])
+def chunk_mean_fwd_kernel(q_ptr, k_ptr, v_ptr, a_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, m0_ptr,
+                          o_ptr, e_ptr, mT_ptr, T, NT,
+                          H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
+                          MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NVG: tl.constexpr,
+                          C: tl.constexpr, HAS_ALPHA: tl.constexpr, STORE_E: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    i_v = pid % NVG
+    i_bhg = pid // NVG
+    i_g = i_bhg % G
+    i_bh = i_bhg // G
+    i_b = i_bh // H
+    i_h = i_bh % H
+    rd = tl.arange(0, BD)
+    rr = rd[:, None]
+    rc = rd[None, :]
+    mr = rr < D
+    mc = rc < D
+    ri = tl.arange(0, C)[:, None]
+    ci = tl.arange(0, C)[None, :]
+    jv = i_v * BV + tl.arange(0, BV)[None, :]               # column inside the group
+    cv = i_g * MG + jv                                       # value column
+    mv = jv < MG
+    S = tl.load(m0_ptr + i_bh * D * M + rr * M + cv, mask=mr & mv, other=0.).to(tl.float32)   # [BD, BV]
+    tok = i_b * T * H + i_h
+    for n in range(NT):
+        tr = n * C + ri
+        vr = tr < T
+        tki = tok + tr * H
+        Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+        Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+        if HAS_ALPHA:
+            At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
+            gam = tl.associative_scan(At, 0, _mul)
+            # γ_C along the rows of the state block: the transposed tile, product over tokens
+            Ac = tl.load(a_ptr + (tok + (n * C + ci) * H) * D + rr, mask=((n * C + ci) < T) & mr,
+                         other=1.).to(tl.float32)
+            gl = tl.reduce(Ac, 1, _mul, keep_dims=True)      # [BD, 1]
+            Kt = gam * Kt
+            Qt = gam * Qt
+        Vt = tl.load(v_ptr + tki * M + cv, mask=vr & mv, other=0.).to(tl.float32)
+        cb = (i_bhg * NT + n) * C * C
+        Wm = tl.load(w_ptr + cb + ri * C + ci)
+        Aq = tl.load(aq_ptr + cb + ri * C + ci)
+        Ut = tl.load(ut_ptr + ((i_bhg * NT + n) * C + ri) * D + rc, mask=mc, other=0.)
+        bE = tl.dot(Wm, Vt - tl.dot(Kt, S, input_precision="ieee"), input_precision="ieee")   # β ⊙ E
+        o = tl.dot(Qt, S, input_precision="ieee") + tl.dot(Aq, bE, input_precision="ieee")
+        tl.store(o_ptr + tki * M + cv, o.to(o_ptr.dtype.element_ty), mask=vr & mv)
+        if STORE_E:
+            bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)
+            tl.store(e_ptr + tki * M + cv, bE / bt, mask=vr & mv)
+        if HAS_ALPHA:
+            S = gl * S
+        S = S + tl.dot(tl.trans(Ut), bE, input_precision="ieee")
+    tl.store(mT_ptr + i_bh * D * M + rr * M + cv, S, mask=mr & mv)
