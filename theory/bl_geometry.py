@@ -247,3 +247,22 @@ def rate_coefficient_mp(rho_v, p0, r2v, l2v, dps: int = 60):
 def delta_b_limit(rho_v, l2v):
     """``(1 − ρ²) ℓ²`` (float or mpf in, same out)."""
     return (1 - rho_v * rho_v) * l2v
+
+
+def theta_n_value(rho_v, p0, r2v, l2v, n):
+    """Float / numpy evaluation of the closed-form angle θ_n (for figures):
+    broadcasts over all arguments; ``n`` = number of B writes (≥ 0)."""
+    import numpy as np
+
+    rh, p0, r, l, n = (np.asarray(x, dtype=float) for x in (rho_v, p0, r2v, l2v, n))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x1 = p0 + l                                            # x_1 = p0 + ℓ²
+        sq = np.sqrt(l * l + 4 * r * l)
+        p, q = (l + sq) / 2, (l - sq) / 2
+        K = (r + q) / (r + p)
+        z = K ** n * (x1 - p) / (x1 - q)
+        b_pos = (p - q * z) / (1 - z)
+        b_zero = x1 * r / (r + n * x1)
+        b = np.where(l > 0, np.where(x1 == p, p, b_pos), b_zero)   # b_n = x_{n+1}
+        w = p0 + (n + 1) * l
+        return np.arcsin(rh) - np.arctan(rh * b / (np.sqrt(1 - rh * rh) * w))

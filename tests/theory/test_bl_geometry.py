@@ -66,3 +66,13 @@ def test_delta_b_limit_edges():
     assert geo.delta_b_limit(1.0, 0.3) == 0.0          # ρ = 1: B fully observed through A
     assert geo.delta_b_limit(0.0, 0.3) == 0.3          # orthogonal keys: pure process noise
     assert geo.delta_b_limit(0.5, 0.0) == 0.0          # ℓ² = 0
+
+
+def test_theta_value_vectorised_matches_mpmath():
+    import numpy as np
+    ns = np.array([0, 1, 7, 40, 1000])
+    for rho, p0, r2, l2 in [(0.92, 3.0, 0.05, 0.05), (0.3, 0.5, 0.2, 0.0), (0.99, 1.0, 1.0, 0.01)]:
+        v = geo.theta_n_value(rho, p0, r2, l2, ns)
+        ref = [float(geo.theta_n_mp(Fraction(rho), Fraction(p0), Fraction(r2), Fraction(l2), int(n))) for n in ns]
+        assert np.allclose(v, ref, rtol=1e-12, atol=1e-14)
+    assert np.allclose(geo.theta_n_value(1.0, 3.0, 0.05, 0.05, ns), 0.0)   # ρ = 1: no rotation
