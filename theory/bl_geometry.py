@@ -204,7 +204,9 @@ def rotation() -> Derivation:
             "B write leaves the orthogonal variance: w + ℓ²": sp.simplify(Pn[1, 1] - ww - l2s),
             "n(θ_n − arcsin ρ) → −ρ x∞/(√(1−ρ²) ℓ²)": sp.simplify(coef_l2 + rho * xi / (sq * l2)),
             "ℓ² = 0: n(θ_n − arcsin ρ) → −ρ r²/(√(1−ρ²) p0)": sp.simplify(coef_0 + rho * r2 / (sq * p0)),
-            "(y−v_A)² + (y−v_B)² = 2(y − v̄)² + (v_A − v_B)²/2": sp.expand(split),
+            # so for identical keys (one read-out y for both) the total squared error is
+            # at least (v_A − v_B)²/2 > 0 whenever the values conflict
+            "ρ = 1: (y−v_A)² + (y−v_B)² = 2(y − v̄)² + (v_A − v_B)²/2": sp.expand(split),
         },
         facts={
             "lim_{n→∞} θ_n = arcsin ρ (b/w → 0)": sp.limit(theta.subs(b, 1).subs(w, n), n, sp.oo) == sp.asin(rho),
@@ -212,7 +214,6 @@ def rotation() -> Derivation:
             "at fixed n: lim_{ρ→1} θ_n = 0": lim_n_fixed == 0,
             "ρ = 1: u = P̄ k_B = b k_B, angle 0": sp.simplify((sp.diag(bb, ww) * sp.Matrix([1, 0]))
                                                           - bb * sp.Matrix([1, 0])) == sp.zeros(2, 1),
-            "same key, v_A ≠ v_B: total squared error ≥ (v_A − v_B)²/2 > 0 for every read-out y": True,
         },
         sizes="closed form (D = 2 basis; any D by rotation equivariance)",
     )

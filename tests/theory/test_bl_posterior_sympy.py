@@ -97,3 +97,18 @@ def test_joint_conditioning_edge_cases():
         with mp.workdps(60):
             tr = bl_mp.bl_filter_mp(keys, vals, l2=mp.mpf(l2), r2=mp.mpf(r2), p0=2)
             assert max(abs(Mj[d][0] - tr.M[d][0]) for d in range(2)) < mp.mpf(10) ** -40
+
+
+def test_general_size_argument_detects_a_wrong_update():
+    """Negative control for the I_m ⊗ X algebra: β → 2β in step 5 is not an identity."""
+    D, m = sp.symbols("D m", integer=True, positive=True)
+    A, P, k = sp.MatrixSymbol("A", D, D), sp.MatrixSymbol("P", D, D), sp.MatrixSymbol("k", D, 1)
+    l2, r2, s = sp.symbols("ell2 r2 s", positive=True)
+    Pbar = A * P * A.T + l2 * sp.Identity(D)
+    beta = 1 / (r2 + s)
+    Sb = bp.KronI(A) * bp.KronI(P) * bp.KronI(A).T + bp.KronI(l2 * sp.Identity(D))
+    K = Sb * bp.KronI(k.T).T * bp.KronI(beta * sp.Identity(1))
+    cov = (Sb - K * bp.KronI((1 / beta) * sp.Identity(1)) * K.T).X
+    u = Pbar * k
+    assert is_zero(bp._mexpand(cov - (Pbar - beta * u * u.T), {P.T: P}))
+    assert not is_zero(bp._mexpand(cov - (Pbar - 2 * beta * u * u.T), {P.T: P}))
