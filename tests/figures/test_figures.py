@@ -72,3 +72,24 @@ def test_am_chunk_work_counts():
     d = FIGURES["am_deltaformer_chunk"].data(T=64, d=8, repeats=1)
     assert d["chunk"][0] == 1 and len(d["seconds"]) == len(d["chunk"])
     assert d["sequential_steps"] == [int(np.ceil(64 / c)) for c in d["chunk"]]
+
+
+def test_bl_steady_state_two_layers_meet():
+    d = FIGURES["bl_steady_state"].data()
+    diag = np.diag(d["g_grid"])     # r² = ℓ² on the shared grid
+    np.testing.assert_allclose(diag, (np.sqrt(5) - 1) / 2, rtol=1e-12)
+    closed = np.interp(np.log(d["kappa_sim"]), np.log(d["kappa"]), d["g_kappa"])
+    np.testing.assert_allclose(d["g_sim"], closed, rtol=5e-3)   # interpolation on the plotting grid
+
+
+def test_bl_rotation_closed_form_matches_filter():
+    d = FIGURES["bl_rotation"].data()
+    idx = [int(np.where(d["n"] == n)[0][0]) for n in d["n_sim"] if n in d["n"]]
+    sel = [i for i, n in enumerate(d["n_sim"]) if n in d["n"]]
+    np.testing.assert_allclose(d["sim"][:, sel], d["theory"][:, idx], atol=1e-9)
+    assert np.all(d["theory"][:, -1] < np.arcsin(d["rho"]))
+
+
+def test_bl_shrinkage_reaches_limit():
+    d = FIGURES["bl_shrinkage"].data()
+    np.testing.assert_allclose(d["delta_B"][:, -1], d["limit"], atol=1e-6)
