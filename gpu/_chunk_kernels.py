@@ -25,8 +25,9 @@ notation of :mod:`.chunk`; ``R[τ, i] = α_{i+1} ⊙ … ⊙ α_τ`` relative to
   ``D×D`` (the ``C×D`` work of a row does not feed the next row).  The chunk
   end: ``P_C = (γ_C γ_Cᵀ) ⊙ P_0 + diag(c_C) − Ũᵀ diag(β) Ũ`` with
   ``Ũ = R[C-1, ·] ⊙ U`` (one ``D×C×D`` matmul), symmetrised.  All products in
-  full fp32 (``input_precision="ieee"``): TF32 loses three digits in
-  ``Σ_y``'s pivots (``benchmarks/h200_chunk_precision.json``).
+  full fp32 (``PREC="ieee"``, the default): TF32 loses three digits in
+  ``Σ_y``'s pivots (``benchmarks/h200_chunk_precision.json``; the kernel's own
+  TF32 variant is measured in ``benchmarks/h200_chunk.json``).
   Per chunk it writes, for the mean pass, ``W = diag(β) L⁻¹`` and
   ``Aq[τ, i] = q_τ · (R[τ, i] ⊙ u_i)`` (``C×C``) and ``Ũ`` (``C×D``), and per
   token ``u_t, β_t`` (the fused backward's inputs).
@@ -35,21 +36,35 @@ notation of :mod:`.chunk`; ``R[τ, i] = α_{i+1} ⊙ … ⊙ α_τ`` relative to
   ``βE = W (V − (γ⊙K) M_0)``, ``O = (γ⊙Q) M_0 + Aq βE``,
   ``M_C = γ_C ⊙ M_0 + Ũᵀ βE`` (BL App. D's triangular mean form; ``E`` are the
   innovations ``e_t = v_t − (A_t M_{t-1})ᵀ k_t``, written for the backward).
+  ``PREC`` selects the precision of these value-side products ("ieee" by
+  default; "tf32" is measured in the benchmark, not used by default).
 
 Padding: tokens past ``T`` load ``k = q = v = 0``, ``α = 1``, ``ℓ² = 0``,
 ``r² = 1`` (they do not touch the state); key dimensions past ``D`` load 0
 (and ``ℓ²`` is masked there), so the padded block of ``P`` stays 0.
 """
+import os
+
 import triton
 import triton.language as tl
 
 
-# Sums and products use tl.standard's combiners (not tl.sum / tl.cumprod, which
-# are @jit library functions built in whatever mode triton was first imported
-# in): the interpreter recognises them and runs numpy instead of an
-# element-by-element loop (a 30x difference for these kernels).
-_sum = tl.standard._sum_combine
-_mul = tl.standard._prod_combine
+# Under the interpreter, sums and cumulative products use tl.standard's
+# combiners, which it recognises and runs with numpy (element-by-element
+# otherwise: 30x slower); compiled, our own jitted combiners (tl.standard's are
+# built in whatever mode triton was first imported in, and a compiled kernel
+# cannot call an interpreted function).
+if os.environ.get("TRITON_INTERPRET", "0") == "1":
+    _sum = tl.standard._sum_combine
+    _mul = tl.standard._prod_combine
+else:
+    @triton.jit
+    def _sum(a, b):
+        return a + b
+
+    @triton.jit
+    def _mul(a, b):
+        return a * b
 
 
 @triton.jit
@@ -63,7 +78,7 @@ def _decay_noise(g1, c1, g2, c2):
 def chunk_cov_fwd_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
                          u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT,
                          H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
-                         C: tl.constexpr, HAS_ALPHA: tl.constexpr):
+                         C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
     pid = tl.program_id(0).to(tl.int64)
     i_g = pid % G
     i_bh = pid // G
@@ -93,11 +108,11 @@ def chunk_cov_fwd_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
         L2t = tl.where(mc, L2t, 0.)                                                   # [C, BD]
         gam, cc = tl.associative_scan((At, L2t), 0, _decay_noise)
         # ω_i = Π_i k_i = γ_i ⊙ (P_0 (γ_i ⊙ k_i)) + c_i ⊙ k_i
-        Om = gam * tl.dot(gam * Kt, P, input_precision="ieee") + cc * Kt
-        Rr = tl.zeros((C, BD), tl.float32)                  # row τ of R (rows: i)
-        U = tl.zeros((C, BD), tl.float32)                   # rows u_i, i ≤ τ
-        Li = tl.zeros((C, C), tl.float32)                   # rows of L⁻¹ (j, i)
-        bet = tl.zeros((C, 1), tl.float32)                  # β_j
+        Om = gam * tl.dot(gam * Kt, P, input_precision=PREC) + cc * Kt
+        Rr = tl.full((C, BD), 0., tl.float32)                  # row τ of R (rows: i)
+        U = tl.full((C, BD), 0., tl.float32)                   # rows u_i, i ≤ τ
+        Li = tl.full((C, C), 0., tl.float32)                   # rows of L⁻¹ (j, i)
+        bet = tl.full((C, 1), 0., tl.float32)                  # β_j
         cbase = (pid * NT + n) * C * C
         for t in range(C):
             tt = t0 + t
@@ -133,7 +148,7 @@ def chunk_cov_fwd_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
         glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)   # [1, BD]
         clast = tl.reduce(tl.where(ri == C - 1, cc, 0.), 0, _sum, keep_dims=True)
         P = P * (tl.trans(glast) * glast) + tl.where((rr == rc) & mr, clast, 0.)
-        P = P - tl.dot(tl.trans(Ut * bet), Ut, input_precision="ieee")
+        P = P - tl.dot(tl.trans(Ut * bet), Ut, input_precision=PREC)
         P = 0.5 * (P + tl.trans(P))                         # bitwise symmetric
     tl.store(pT_ptr + pid * D * D + rr * D + rc, P, mask=mr & mc)
 
@@ -143,7 +158,8 @@ def chunk_mean_fwd_kernel(q_ptr, k_ptr, v_ptr, a_ptr, beta_ptr, w_ptr, aq_ptr, u
                           o_ptr, e_ptr, mT_ptr, T, NT,
                           H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
                           MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NVG: tl.constexpr,
-                          C: tl.constexpr, HAS_ALPHA: tl.constexpr, STORE_E: tl.constexpr):
+                          C: tl.constexpr, HAS_ALPHA: tl.constexpr, STORE_E: tl.constexpr,
+                          PREC: tl.constexpr = "ieee"):
     pid = tl.program_id(0).to(tl.int64)
     i_v = pid % NVG
     i_bhg = pid // NVG
@@ -167,29 +183,29 @@ def chunk_mean_fwd_kernel(q_ptr, k_ptr, v_ptr, a_ptr, beta_ptr, w_ptr, aq_ptr, u
         tr = n * C + ri
         vr = tr < T
         tki = tok + tr * H
+        cb = (i_bhg * NT + n) * C * C
+        # loads in the order of use (short live ranges: the tiles are C×D each)
         Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
-        Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
         if HAS_ALPHA:
             At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
-            gam = tl.associative_scan(At, 0, _mul)
-            # γ_C along the rows of the state block: the transposed tile, product over tokens
-            Ac = tl.load(a_ptr + (tok + (n * C + ci) * H) * D + rr, mask=((n * C + ci) < T) & mr,
-                         other=1.).to(tl.float32)
-            gl = tl.reduce(Ac, 1, _mul, keep_dims=True)      # [BD, 1]
+            gam = tl.associative_scan(At, 0, _mul)                       # γ_τ, [C, BD]
+            # γ_C along the rows of the state block
+            gl = tl.trans(tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True))   # [BD, 1]
             Kt = gam * Kt
-            Qt = gam * Qt
         Vt = tl.load(v_ptr + tki * M + cv, mask=vr & mv, other=0.).to(tl.float32)
-        cb = (i_bhg * NT + n) * C * C
         Wm = tl.load(w_ptr + cb + ri * C + ci)
+        bE = tl.dot(Wm, Vt - tl.dot(Kt, S, input_precision=PREC), input_precision=PREC)   # β ⊙ E
+        Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+        if HAS_ALPHA:
+            Qt = gam * Qt
         Aq = tl.load(aq_ptr + cb + ri * C + ci)
-        Ut = tl.load(ut_ptr + ((i_bhg * NT + n) * C + ri) * D + rc, mask=mc, other=0.)
-        bE = tl.dot(Wm, Vt - tl.dot(Kt, S, input_precision="ieee"), input_precision="ieee")   # β ⊙ E
-        o = tl.dot(Qt, S, input_precision="ieee") + tl.dot(Aq, bE, input_precision="ieee")
+        o = tl.dot(Qt, S, input_precision=PREC) + tl.dot(Aq, bE, input_precision=PREC)
         tl.store(o_ptr + tki * M + cv, o.to(o_ptr.dtype.element_ty), mask=vr & mv)
         if STORE_E:
             bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)
             tl.store(e_ptr + tki * M + cv, bE / bt, mask=vr & mv)
         if HAS_ALPHA:
             S = gl * S
-        S = S + tl.dot(tl.trans(Ut), bE, input_precision="ieee")
+        Ut = tl.load(ut_ptr + ((i_bhg * NT + n) * C + ri) * D + rc, mask=mc, other=0.)
+        S = S + tl.dot(tl.trans(Ut), bE, input_precision=PREC)
     tl.store(mT_ptr + i_bh * D * M + rr * M + cv, S, mask=mr & mv)

@@ -182,9 +182,11 @@ def default_chunk_config(D: int, m: int, G: int, C: int, BH: int = 0) -> dict:
     BV = max(16, min(64, _pow2(mg)))
     while BV > 16 and BH and BH * G * -(-mg // BV) < 1024:     # more programs to fill the GPU
         BV //= 2
-    cov_warps = 4 if BD * C <= 4096 else 8
-    mean_warps = 4
-    return {"BD": BD, "BV": BV, "cov_warps": cov_warps, "mean_warps": mean_warps}
+    # from offline sm_90 compiles (registers / spills) and the H200 sweep
+    cov_warps = 4 if BD <= 32 else 8 if BD <= 64 else 16
+    mean_warps = 4 if BD * C <= 2048 else 8
+    return {"BD": BD, "BV": BV, "cov_warps": cov_warps, "mean_warps": mean_warps, "mean_precision": "ieee",
+            "cov_precision": "ieee"}
 
 
 def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
@@ -210,7 +212,8 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
     PT = _empty((B, H, G, D, D), f32, dev)
     K.chunk_cov_fwd_kernel[(B * H * G,)](
         q, k, a if a is not None else dummy, l2, r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
-        H=H, G=G, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=a is not None, num_warps=cfg["cov_warps"])
+        H=H, G=G, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=a is not None, PREC=cfg.get("cov_precision", "ieee"),
+        num_warps=cfg["cov_warps"])
     o = _empty((B, T, H, m), v.dtype, dev)
     e = _empty((B, T, H, m), f32, dev) if need_e else dummy
     MT = _empty((B, H, D, m), f32, dev)
@@ -219,7 +222,8 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
     K.chunk_mean_fwd_kernel[(B * H * G * NVG,)](
         q, k, v, a if a is not None else dummy, beta, W, Aq, Ut, M0, o, e, MT, T, NT,
         H=H, G=G, D=D, M=m, MG=mg, BD=cfg["BD"], BV=BV, NVG=NVG, C=C,
-        HAS_ALPHA=a is not None, STORE_E=need_e, num_warps=cfg["mean_warps"])
+        HAS_ALPHA=a is not None, STORE_E=need_e, PREC=cfg.get("mean_precision", "ieee"),
+        num_warps=cfg["mean_warps"])
     return o, MT, PT, u, beta, e
 
 
@@ -320,3 +324,34 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
     if not output_final_state:
         return o, None
     return o, (MT, PT if x.grouped else PT[:, :, 0])
+
+
+def chunk_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, chunk_size: int = 64, *, g=None,
+                   validate: bool = True, config: dict | None = None):
+    """Forward only through the chunked kernels, also returning ``u [B, T, H, G, D]`` and
+    ``β [B, T, H, G]`` (as :func:`.fused_recurrent.fused_recurrent_bl_trace`; the
+    gain of the write at ``t`` is ``β_t k_tᵀ u_t``).  Needs a Triton mode."""
+    from ._dispatch import mode_for
+    from .fused_recurrent import _prepare_states
+
+    if chunk_size not in CHUNK_SIZES:
+        raise ValueError(f"chunk_size must be one of {CHUNK_SIZES} (got {chunk_size!r})")
+    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate)
+    mode = mode_for(x.q.device)
+    if mode == "naive":
+        raise ValueError("chunk_bl_trace needs CUDA tensors or TRITON_INTERPRET=1")
+    B, T, H, D, m = x.dims
+    interp = mode == "interpret"
+    cfg = default_chunk_config(D, m, x.G, chunk_size, 0 if interp else B * H)
+    if config:
+        cfg.update(config)
+    a = None
+    if x.alpha is not None:
+        a = (torch.exp(x.alpha.float()) if x.log_alpha else x.alpha).contiguous()
+    M0t, P0 = _prepare_states(x, B, H, D, m, x.G, x.q.device)
+    with torch.no_grad():
+        o, MT, PT, u, beta, _ = _chunk_forward(
+            chunk_kernels(interp), x.q.contiguous(), x.k.contiguous(), x.v.contiguous(), x.l2.contiguous(),
+            x.r2.contiguous(), a, M0t.transpose(-1, -2).float().contiguous(), P0.float().contiguous(),
+            chunk_size, cfg, False)
+    return o, (MT, PT if x.grouped else PT[:, :, 0]), u, beta

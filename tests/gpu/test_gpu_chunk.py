@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 torch = pytest.importorskip("torch")
 
-from assocmem.gpu import chunk_bl, naive_bl  # noqa: E402
+from assocmem.gpu import naive_bl  # noqa: E402
+from assocmem.gpu.chunk import chunk_bl_torch as chunk_bl  # noqa: E402  (the torch form; the kernels: test_gpu_chunk_triton.py)
 
 pytestmark = pytest.mark.gpu
 

@@ -1,0 +1,370 @@
+"""Device benchmark of the chunked BL kernels (issue 6): ``python benchmarks/bench_chunk.py --out f.json``.
+
+One process, one device (PERF.md "How to benchmark"), in this order, every
+section guarded so that a failure is recorded and the rest still runs:
+
+1. correctness, every output buffer NaN-poisoned first: ``chunk_bl`` (fp32)
+   against float64 ``naive_bl`` (two batch elements x two heads, full length) and
+   against ``fused_recurrent_bl`` (fp32, whole shape), at S1-S3, for every chunk
+   size; strong decays (α ∈ [0.2, 0.4]) and grouped noise on a smaller shape;
+   gradients (the chunked forward + the fused backward) against float64
+   ``naive_bl`` on a truncated copy; a long sequence (T = 20 000);
+2. a launch sweep (chunk size, covariance warps, value block) of the forward;
+3. timings (``triton.testing.do_bench``, median ms) of the chunked forward, its
+   two passes alone, forward+backward and peak memory, beside the fused kernel
+   and fla 0.6 (``chunk_gated_delta_rule`` forward, ``chunk_delta_rule``
+   forward+backward, bf16 inputs) through :mod:`assocmem.gpu.bench`;
+4. the TF32 value-side variant (error and time), and a FLOP / byte model giving
+   the achieved rates against the H200 ceilings.
+
+On a CPU with ``TRITON_INTERPRET=1`` the ``tiny`` shape runs sections 1-3
+through the interpreter (a smoke test of this script).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import traceback
+
+SHAPES = {"S1": (8, 2048, 16, 64, 64), "S2": (32, 2048, 4, 128, 128), "S3": (4, 8192, 16, 64, 64),
+          "tiny": (2, 40, 2, 16, 16)}
+# H200 SXM ceilings (NVIDIA datasheet): fp32 on CUDA cores (what input_precision="ieee" runs on),
+# dense TF32 / BF16 tensor cores, HBM3e bandwidth
+H200 = {"fp32_tflops": 67.0, "tf32_tc_tflops": 494.7, "bf16_tc_tflops": 989.4, "hbm_TBps": 4.8}
+
+
+def _relerr(torch, ref, out):
+    ref, out = ref.detach().double(), out.detach().double()
+    return float((ref - out).norm() / ref.norm().clamp_min(1e-300))
+
+
+def _guard(store, name, fn):
+    try:
+        store[name] = fn()
+    except Exception as exc:  # recorded, not fatal: the other sections still come back
+        store[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}", "trace": traceback.format_exc(limit=6)}
+    print(f"  {name}: {str(store[name])[:400]}", flush=True)
+
+
+def check(torch, shape, device, sizes=(16, 32, 64), seed=0, strong=False, G=1):
+    from assocmem.gpu import fused_recurrent as fr
+    from assocmem.gpu import chunk_bl, fused_recurrent_bl, naive_bl
+    from assocmem.gpu.bench import _inputs
+
+    B, T, H, D, m = shape
+    x = _inputs(torch, shape, device, seed)
+    if strong:
+        x["alpha"] = 0.2 + 0.2 * torch.rand_like(x["alpha"])
+    if G > 1:
+        x["r2"] = torch.rand(B, T, H, G, device=device) * 0.5 + 0.05
+    b, h = min(B, 2), min(H, 2)
+    sub = {n: t[:b, :, :h].double() for n, t in x.items()}
+    o_ref, (M_ref, P_ref) = naive_bl(**sub, output_final_state=True, validate=False)
+    fr.POISON = True
+    out = {}
+    try:
+        of, (Mf, Pf) = fused_recurrent_bl(**x, output_final_state=True, validate=False)
+        out["fused_vs_f64_o"] = _relerr(torch, o_ref, of[:b, :, :h])
+        for C in sizes:
+            o, (M, P) = chunk_bl(**x, chunk_size=C, output_final_state=True, validate=False)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            out[f"C{C}"] = {
+                "nan_free": not bool(torch.isnan(o).any() or torch.isnan(M).any() or torch.isnan(P).any()),
+                "vs_f64_o": _relerr(torch, o_ref, o[:b, :, :h]),
+                "vs_f64_M": _relerr(torch, M_ref, M[:b, :h]),
+                "vs_f64_P": _relerr(torch, P_ref, P[:b, :h]),
+                "vs_fused_o": _relerr(torch, of, o), "vs_fused_P": _relerr(torch, Pf, P)}
+    finally:
+        fr.POISON = False
+    return out
+
+
+def check_grads(torch, shape, device, C=64, Tg=256, seed=1):
+    from assocmem.gpu import fused_recurrent as fr
+    from assocmem.gpu import chunk_bl, naive_bl
+    from assocmem.gpu.bench import _inputs
+
+    B, T, H, D, m = shape
+    x = _inputs(torch, (min(B, 2), min(T, Tg), min(H, 2), D, m), device, seed)
+    gen = torch.Generator(device="cpu").manual_seed(seed + 1)
+    wo = torch.randn(*x["v"].shape, generator=gen, dtype=torch.float64).to(device)
+    grads = []
+    fr.POISON = True
+    try:
+        for fn, dt, kw in ((naive_bl, torch.float64, {}), (chunk_bl, torch.float32, {"chunk_size": C})):
+            leaves = {n: t.to(dt).clone().requires_grad_(True) for n, t in x.items()}
+            out, _ = fn(**leaves, validate=False, **kw)
+            (out.double() * wo).sum().backward()
+            grads.append({n: t.grad for n, t in leaves.items()})
+    finally:
+        fr.POISON = False
+    res = {f"grad_{n}": _relerr(torch, grads[0][n], grads[1][n]) for n in grads[0]}
+    res["nan_free"] = bool(all(not torch.isnan(t).any() for t in grads[1].values()))
+    return res
+
+
+def check_long(torch, device, T=20_000, D=64, m=16, C=64):
+    from assocmem.gpu import chunk_bl, fused_recurrent_bl, naive_bl
+    from assocmem.gpu.bench import _inputs
+
+    x = _inputs(torch, (1, T, 2, D, m), device, 9)
+    ref, (_, Pr) = naive_bl(**{n: t.double() for n, t in x.items()}, output_final_state=True, validate=False)
+    o, (_, P) = chunk_bl(**x, chunk_size=C, output_final_state=True, validate=False)
+    of, _ = fused_recurrent_bl(**x, validate=False)
+    lam = torch.linalg.eigvalsh(P.double())
+    tr = torch.diagonal(P.double(), dim1=-2, dim2=-1).sum(-1)
+    return {"T": T, "chunk_vs_f64_o": _relerr(torch, ref, o), "fused_vs_f64_o": _relerr(torch, ref, of),
+            "chunk_vs_f64_P_T": _relerr(torch, Pr, P),
+            "min_eig_over_trace": float((lam[..., 0] / tr).min()),
+            "asym": float((P - P.transpose(-1, -2)).abs().max())}
+
+
+def _bench(torch, fn, device):
+    from assocmem.gpu.bench import _bench as b
+
+    return b(fn, device)
+
+
+def sweep(torch, shape, device):
+    from assocmem.gpu import chunk_bl
+    from assocmem.gpu.bench import _inputs
+    from assocmem.gpu.chunk import default_chunk_config
+
+    B, T, H, D, m = shape
+    x = _inputs(torch, shape, device, 2)
+    rows = {}
+    for C in (16, 32, 64):
+        for w in (4, 8, 16):
+            base = default_chunk_config(D, m, 1, C, B * H)
+            cfg = dict(base, cov_warps=w)
+            key = f"C{C}_cw{w}_BV{cfg['BV']}_mw{cfg['mean_warps']}"
+            try:
+                rows[key] = _bench(torch, lambda: chunk_bl(**x, chunk_size=C, validate=False, config=cfg), device)
+            except Exception as exc:
+                rows[key] = f"error: {type(exc).__name__}: {str(exc)[:160]}"
+    ok = {k: v for k, v in rows.items() if isinstance(v, float)}
+    bestk = min(ok, key=ok.get)
+    C = int(bestk.split("_")[0][1:])
+    cw = int(bestk.split("_cw")[1].split("_")[0])
+    best = dict(default_chunk_config(D, m, 1, C, B * H), cov_warps=cw)
+    for bv, mw in ((16, 4), (32, 4), (16, 8), (32, 8), (64, 8)):
+        if bv > max(16, m):
+            continue
+        cfg = dict(best, BV=bv, mean_warps=mw)
+        key = f"C{C}_cw{cw}_BV{bv}_mw{mw}"
+        if key in rows:
+            continue
+        try:
+            rows[key] = _bench(torch, lambda: chunk_bl(**x, chunk_size=C, validate=False, config=cfg), device)
+        except Exception as exc:
+            rows[key] = f"error: {type(exc).__name__}: {str(exc)[:160]}"
+    ok = {k: v for k, v in rows.items() if isinstance(v, float)}
+    bestk = min(ok, key=ok.get)
+    p = bestk.split("_")
+    best = {"C": int(p[0][1:]), "cov_warps": int(p[1][2:]), "BV": int(p[2][2:]), "mean_warps": int(p[3][2:])}
+    return {"rows": rows, "best": best}
+
+
+def time_passes(torch, shape, device, C, cfg):
+    """Each chunked pass alone (launched on pre-allocated buffers)."""
+    from assocmem.gpu.bench import _inputs
+    from assocmem.gpu.chunk import _chunk_forward, chunk_kernels
+
+    K = chunk_kernels(device.type != "cuda")
+    B, T, H, D, m = shape
+    x = _inputs(torch, shape, device, 1)
+    f32 = dict(dtype=torch.float32, device=device)
+    P0 = torch.eye(D, **f32).expand(B, H, 1, D, D).contiguous()
+    M0 = torch.zeros(B, H, D, m, **f32)
+    r2 = x["r2"][..., None].contiguous()
+    NT = -(-T // C)
+    o, MT, PT, u, beta, e = _chunk_forward(K, x["q"], x["k"], x["v"], x["l2"], r2, x["alpha"], M0, P0, C, cfg,
+                                           False)
+    W = torch.empty(B, H, 1, NT, C, C, **f32)
+    Aq = torch.empty_like(W)
+    Ut = torch.empty(B, H, 1, NT, C, D, **f32)
+
+    def cov():
+        K.chunk_cov_fwd_kernel[(B * H,)](x["q"], x["k"], x["alpha"], x["l2"], r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
+                                         H=H, G=1, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=True,
+                                         num_warps=cfg["cov_warps"])
+    cov()
+    NVG = -(-m // cfg["BV"])
+
+    def mean():
+        K.chunk_mean_fwd_kernel[(B * H * NVG,)](
+            x["q"], x["k"], x["v"], x["alpha"], beta, W, Aq, Ut, M0, o, o, MT, T, NT,
+            H=H, G=1, D=D, M=m, MG=m, BD=cfg["BD"], BV=cfg["BV"], NVG=NVG, C=C, HAS_ALPHA=True,
+            STORE_E=False, PREC=cfg.get("mean_precision", "ieee"), num_warps=cfg["mean_warps"])
+    return {"cov_pass": _bench(torch, cov, device), "mean_pass": _bench(torch, mean, device)}
+
+
+def cost_model(shape, C, G=1):
+    """FLOPs and compulsory bytes of the chunked forward as implemented (fp32 inputs).
+
+    Covariance pass per token and group: ``4 D²`` (the two ``C×D×D`` matmuls per
+    chunk) + ``≈ 14 C D`` (the row loop: R row, R⊙ω, Σ_y row, u, q·(R⊙U), each a
+    ``C×D`` tile op) + ``≈ 6 C²`` (the ``L⁻¹`` row).  Mean pass per token and value
+    column: ``6 D + 4 C``.  Bytes: ``q, k, α`` (3D), ``v, o`` (2m), ``ℓ², r²`` and
+    the intermediates written and read back (``u, Ũ``: 2D; ``W, Aq``: 2C; β),
+    fp32; the mean pass re-reads ``q, k, α``.
+    """
+    B, T, H, D, m = shape
+    n = B * T * H
+    flops = n * (G * (4 * D * D + 14 * C * D + 6 * C * C) + m * (6 * D + 4 * C))
+    bytes_ = 4 * n * (3 * D + 2 * m + 2 + G * (2 * (2 * D + 2 * C) + 2) + 3 * D)
+    return {"flops": flops, "bytes": bytes_}
+
+
+def timings(torch, shape, device, best):
+    from assocmem.gpu import chunk_bl, fused_recurrent_bl
+    from assocmem.gpu.bench import _inputs, _time_fla
+    from assocmem.gpu.chunk import default_chunk_config
+
+    B, T, H, D, m = shape
+    C = best["C"]
+    cfg = dict(default_chunk_config(D, m, 1, C, B * H), **{k: v for k, v in best.items() if k != "C"})
+    x = _inputs(torch, shape, device, 2)
+    res = {"config": dict(cfg, C=C)}
+    res["chunk_fwd"] = _bench(torch, lambda: chunk_bl(**x, chunk_size=C, validate=False, config=cfg), device)
+    xb = dict(x, q=x["q"].bfloat16(), k=x["k"].bfloat16(), v=x["v"].bfloat16())
+    res["chunk_fwd_bf16_inputs"] = _bench(
+        torch, lambda: chunk_bl(**xb, chunk_size=C, validate=False, config=cfg), device)
+    res["fused_fwd"] = _bench(torch, lambda: fused_recurrent_bl(**x, validate=False), device)
+    res.update(time_passes(torch, shape, device, C, cfg))
+    # TF32 value side: time and error against the ieee forward
+    cfg32 = dict(cfg, mean_precision="tf32")
+    res["chunk_fwd_tf32_mean"] = _bench(torch, lambda: chunk_bl(**x, chunk_size=C, validate=False, config=cfg32),
+                                        device)
+    o1, _ = chunk_bl(**x, chunk_size=C, validate=False, config=cfg)
+    o2, _ = chunk_bl(**x, chunk_size=C, validate=False, config=cfg32)
+    res["tf32_mean_relerr_vs_ieee"] = _relerr(torch, o1, o2)
+    cfgc = dict(cfg, cov_precision="tf32")
+    res["chunk_fwd_tf32_cov"] = _bench(torch, lambda: chunk_bl(**x, chunk_size=C, validate=False, config=cfgc),
+                                       device)
+    o3, _ = chunk_bl(**x, chunk_size=C, validate=False, config=cfgc)
+    res["tf32_cov_relerr_vs_ieee"] = _relerr(torch, o1, o3)
+    leaves = {n: t.clone().requires_grad_(True) for n, t in x.items()}
+    do = torch.randn(B, T, H, m, device=device)
+
+    def fb():
+        o, _ = chunk_bl(**leaves, chunk_size=C, validate=False, config=cfg)
+        o.backward(do)
+    res["chunk_fwdbwd"] = _bench(torch, fb, device)
+
+    def fbf():
+        o, _ = fused_recurrent_bl(**leaves, validate=False)
+        o.backward(do)
+    res["fused_fwdbwd"] = _bench(torch, fbf, device)
+    if device.type == "cuda":
+        for name, f in (("chunk", fb), ("fused", fbf)):
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            f()
+            torch.cuda.synchronize()
+            res[f"{name}_fwdbwd_peak_mem_MB"] = (torch.cuda.max_memory_allocated() - base) / 2**20
+        res.update(_time_fla(torch, shape, device))
+    cm = cost_model(shape, C)
+    t = res["chunk_fwd"] * 1e-3
+    res["model"] = dict(cm, achieved_TFLOPs=cm["flops"] / t / 1e12, achieved_TBps=cm["bytes"] / t / 1e12,
+                        fraction_fp32_peak=cm["flops"] / t / 1e12 / H200["fp32_tflops"],
+                        fraction_hbm=cm["bytes"] / t / 1e12 / H200["hbm_TBps"])
+    return res
+
+
+def run(shapes, out):
+    import torch
+
+    from assocmem.provenance import provenance
+
+    device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    if device.type != "cuda":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        shapes = ["tiny"]
+    info = {"device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (Triton interpreter)",
+            "ceilings": H200}
+    try:
+        import triton
+        info["triton"] = triton.__version__
+    except Exception:
+        pass
+    result = {"provenance": provenance(info), "shapes": {}, "notes": [
+        "times: medians of triton.testing.do_bench, ms; BL fp32 inputs and fp32 arithmetic, fla bf16 inputs",
+        "chunk_fwdbwd = chunked Triton forward + the token-by-token Triton backward (exact gradients)",
+        "model: FLOPs/bytes of the chunked forward as implemented (benchmarks/bench_chunk.py:cost_model)"]}
+    t0 = time.time()
+    tiny = device.type != "cuda"
+    for name in shapes:
+        shape = SHAPES[name]
+        print(f"[{name}] {shape} ({time.time() - t0:.0f} s)", flush=True)
+        e = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape))})
+        _guard(e, "check", lambda: check(torch, shape, device, sizes=(16, 32) if tiny else (16, 32, 64)))
+        if not tiny:
+            _guard(e, "sweep", lambda: sweep(torch, shape, device))
+            best = e["sweep"]["best"] if "best" in e.get("sweep", {}) else {"C": 64}
+        else:
+            best = {"C": 16}
+        _guard(e, "times", lambda: timings(torch, shape, device, best) if not tiny else
+               {"chunk_fwd": _bench(torch, lambda: None, device)})
+        if out:
+            _write(result, out)
+    extra = result.setdefault("extra", {})
+    small = (2, 300, 2, 32, 16) if not tiny else (1, 40, 1, 8, 8)
+    _guard(extra, "strong_decay", lambda: check(torch, small, device, sizes=(16, 32, 64), strong=True))
+    _guard(extra, "grouped_G2", lambda: check(torch, small, device, sizes=(16, 64), G=2))
+    _guard(extra, "grads_D64", lambda: check_grads(torch, (2, 256, 2, 64, 64), device, Tg=256 if not tiny else 20))
+    if not tiny:
+        _guard(extra, "grads_D128_C32", lambda: check_grads(torch, (2, 256, 2, 128, 128), device, C=32))
+        _guard(extra, "long_T20000", lambda: check_long(torch, device))
+    result["seconds"] = time.time() - t0
+    if out:
+        _write(result, out)
+    print(table(result))
+    return result
+
+
+def _write(result, path):
+    with open(path, "w") as fh:
+        json.dump(result, fh, indent=1, default=str)
+
+
+def table(result) -> str:
+    def f(v):
+        return f"{v:.3g}" if isinstance(v, float) else "—"
+
+    lines = ["| shape | C | chunk fwd | cov pass | mean pass | fused fwd | fla GDN chunk fwd | chunk fwd+bwd | "
+             "fla delta chunk fwd+bwd | peak MB chunk / fla |", "|" + " --- |" * 10]
+    ratios = []
+    for name, e in result["shapes"].items():
+        t = e.get("times", {})
+        if not isinstance(t, dict) or "chunk_fwd" not in t:
+            continue
+        lines.append(f"| {name} | {t.get('config', {}).get('C', '—')} | {f(t.get('chunk_fwd'))} | "
+                     f"{f(t.get('cov_pass'))} | {f(t.get('mean_pass'))} | {f(t.get('fused_fwd'))} | "
+                     f"{f(t.get('fla_chunk_gdn_fwd'))} | {f(t.get('chunk_fwdbwd'))} | "
+                     f"{f(t.get('fla_chunk_delta_fwdbwd'))} | {f(t.get('chunk_fwdbwd_peak_mem_MB'))} / "
+                     f"{f(t.get('fla_chunk_delta_fwdbwd_peak_mem_MB'))} |")
+        g, fb = t.get("fla_chunk_gdn_fwd"), t.get("fla_chunk_delta_fwdbwd")
+        if isinstance(g, float):
+            ratios.append(f"{name}: chunk fwd / fla GDN chunk fwd = {t['chunk_fwd'] / g:.2f} (target <= 2)")
+        if isinstance(fb, float) and isinstance(t.get("chunk_fwdbwd"), float):
+            ratios.append(f"{name}: chunk fwd+bwd / fla delta chunk fwd+bwd = {t['chunk_fwdbwd'] / fb:.2f} "
+                          "(target <= 3)")
+    return "\n".join(lines + [""] + ratios)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--shapes", default="S1,S2,S3")
+    p.add_argument("--out", default=None)
+    a = p.parse_args(argv)
+    run([s.strip() for s in a.shapes.split(",") if s.strip()], a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,138 @@
+"""The chunked Triton kernels (``chunk_bl`` on the kernel path), through Triton's interpreter.
+
+Every kernel buffer is NaN-poisoned first (``interpret`` fixture).  References:
+the float64 numpy filter (``numerics.bl_filter``, an independent implementation),
+float64 ``naive_bl`` and the token-by-token kernel.  Shapes are tiny (the
+interpreter runs each program's loops in Python); the device run is
+``benchmarks/bench_chunk.py``.
+"""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from assocmem.gpu import chunk_bl, fused_recurrent_bl, naive_bl  # noqa: E402
+from assocmem.gpu.chunk import chunk_bl_trace  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+FP32 = 1e-5          # relative RMS error allowed for fp32 arithmetic (measured ~2e-7)
+
+
+def _decays(x, kind, T):
+    g = torch.Generator().manual_seed(7)
+    if kind == "strong":
+        x["alpha"] = x["alpha"] * 0.4                                  # 0.2 … 0.4
+    elif kind == "signed_zeros":
+        x["alpha"] = x["alpha"] * torch.sign(torch.randn(x["alpha"].shape, generator=g, dtype=torch.float64))
+        x["alpha"][:, T // 2] = 0.0
+    return x
+
+
+CASES = [  # (B, T, H, D, m, G, C, decay, init, l2_zero)
+    (1, 17, 2, 6, 4, 1, 16, "weak", True, False),           # one boundary, D not a power of two
+    (1, 1, 1, 4, 4, 1, 16, "weak", False, False),           # a single token
+    (1, 40, 1, 8, 8, 2, 16, "strong", False, False),        # grouped noise, three chunks, strong decay
+    (1, 35, 1, 5, 4, 1, 32, "signed_zeros", True, False),   # negative and zero decays (products, no division)
+    (1, 33, 1, 16, 16, 1, 32, "none", True, True),          # identity dynamics, no process noise
+    (1, 70, 1, 4, 8, 2, 64, "weak", True, False),           # C = 64 with a partial chunk, groups
+]
+
+
+@pytest.mark.parametrize("B,T,H,D,m,G,C,decay,init,l2_zero", CASES)
+def test_kernel_equals_numpy_filter_and_recurrences(interpret, make_inputs, numpy_reference, relerr,
+                                                    B, T, H, D, m, G, C, decay, init, l2_zero):
+    x = make_inputs(B, T, H, D, m, G, alpha=decay != "none", init=init, seed=T + C + D)
+    x = _decays(x, decay, T)
+    if l2_zero:
+        x["l2"] = torch.zeros_like(x["l2"])
+    o_np, M_np, P_np, _ = numpy_reference(x)
+    o, (M, P) = chunk_bl(**x, chunk_size=C, output_final_state=True)
+    assert not (torch.isnan(o).any() or torch.isnan(M).any() or torch.isnan(P).any())
+    assert o.dtype == x["v"].dtype and M.dtype == torch.float32
+    P_np = np.asarray(P_np) if G > 1 else np.asarray(P_np)
+    assert relerr(o_np, o) < FP32
+    assert relerr(M_np, M) < FP32
+    assert relerr(P_np.reshape(P.shape), P) < FP32
+    assert bool((P == P.transpose(-1, -2)).all())                      # symmetrised at every chunk end
+    # the token-by-token kernel (same arithmetic precision) and float64 naive_bl
+    of, (Mf, Pf) = fused_recurrent_bl(**x, output_final_state=True)
+    o_r, _ = naive_bl(**x, output_final_state=True)
+    assert relerr(of, o) < FP32 and relerr(Pf, P) < FP32 and relerr(o_r, o) < FP32
+
+
+def test_write_direction_and_precision_equal_the_recurrence(interpret, make_inputs, relerr):
+    """u_t and β_t (the fused backward's inputs) equal the token-by-token kernel's."""
+    from assocmem.gpu import fused_recurrent_bl_trace
+
+    x = make_inputs(1, 37, 2, 8, 4, 2, alpha=True, init=True, seed=3)
+    _, _, u, b = chunk_bl_trace(**x, chunk_size=16)
+    _, _, uf, bf = fused_recurrent_bl_trace(**x)
+    assert u.shape == uf.shape and b.shape == bf.shape
+    assert relerr(uf, u) < FP32 and relerr(bf, b) < FP32
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**31 - 1), T=st.integers(1, 40), C=st.sampled_from([16, 32]),
+       D=st.integers(1, 9), G=st.sampled_from([1, 2]))
+def test_kernel_equals_recurrence_property(interpret, make_inputs, relerr, seed, T, C, D, G):
+    x = make_inputs(1, T, 1, D, 2 * G, G, alpha=True, init=bool(seed % 2), seed=seed)
+    o, (M, P) = chunk_bl(**x, chunk_size=C, output_final_state=True)
+    o_r, (M_r, P_r) = naive_bl(**x, output_final_state=True)
+    assert relerr(o_r, o) < FP32 and relerr(M_r, M) < FP32 and relerr(P_r, P) < FP32
+
+
+def test_gradients_equal_float64_recurrence(interpret, make_inputs, relerr):
+    """Chunked forward + the fused Triton backward: every input's gradient, the
+    final-state cotangents included, against autograd through float64 naive_bl."""
+    x = make_inputs(1, 21, 2, 4, 4, 2, alpha=True, init=True, seed=40)
+    w = torch.randn(1, 21, 2, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    grads = []
+    for fn, kw in ((naive_bl, {}), (chunk_bl, {"chunk_size": 16})):
+        leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2", "alpha")}
+        st0 = tuple(t.clone().requires_grad_(True) for t in x["initial_state"])
+        o, (M, P) = fn(**leaves, initial_state=st0, output_final_state=True, **kw)
+        ((o * w).sum() + (M * M).sum() + (P ** 2).sum()).backward()
+        gP = st0[1].grad
+        grads.append([t.grad for t in leaves.values()] + [st0[0].grad, 0.5 * (gP + gP.transpose(-1, -2))])
+    for ref, got in zip(*grads):
+        assert not torch.isnan(got).any()
+        assert relerr(ref, got) < 1e-4
+
+
+def test_log_decay_and_bf16_inputs(interpret, make_inputs, relerr):
+    x = make_inputs(1, 20, 1, 8, 8, alpha=True, seed=5)
+    o_ref, _ = naive_bl(**x)
+    g = torch.log(x.pop("alpha"))
+    o, _ = chunk_bl(**x, g=g, chunk_size=16)
+    assert relerr(o_ref, o) < FP32
+    xb = {n: (t.to(torch.bfloat16) if n in ("q", "k", "v") else t) for n, t in x.items()}
+    ob, _ = chunk_bl(**xb, g=g, chunk_size=16)
+    assert ob.dtype == torch.bfloat16
+    o32, _ = naive_bl(**{n: (t.double() if torch.is_tensor(t) else t) for n, t in xb.items()}, g=g)
+    assert relerr(o32, ob) < 1e-2                                    # bf16 output rounding only
+
+
+def test_dispatch_and_bad_input(monkeypatch, make_inputs):
+    x = make_inputs(1, 9, 1, 4, 4, alpha=True, seed=6)
+    o_r, _ = naive_bl(**x)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    o_t, _ = chunk_bl(**x, chunk_size=16)                 # CPU, no interpreter: the float64 torch form
+    assert float((o_t - o_r).abs().max()) < 1e-12
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    o_k, _ = chunk_bl(**x, chunk_size=16)                 # the kernels: fp32 arithmetic
+    err = float((o_k - o_r).abs().max())
+    assert 0 < err < 1e-5
+    with pytest.raises(ValueError, match="chunk_size"):
+        chunk_bl(**x, chunk_size=8)
+    big = make_inputs(1, 2, 1, 129, 2, seed=1)
+    with pytest.raises(ValueError, match="D=129"):
+        chunk_bl(**big)
+    bad = dict(x, l2=-x["l2"])
+    with pytest.raises(ValueError, match="l2"):
+        chunk_bl(**bad)
+    with pytest.raises(ValueError, match="chunk_bl_trace"):
+        monkeypatch.delenv("TRITON_INTERPRET")
+        chunk_bl_trace(**x)
