@@ -129,6 +129,8 @@ def _bench(torch, fn, device):
 
 
 def sweep(torch, shape, device):
+    """Chunk size at the default warps, then covariance warps, then the value block (greedy: each
+    new configuration costs two compilations)."""
     from assocmem.gpu import chunk_bl
     from assocmem.gpu.bench import _inputs
     from assocmem.gpu.chunk import default_chunk_config
@@ -136,36 +138,27 @@ def sweep(torch, shape, device):
     B, T, H, D, m = shape
     x = _inputs(torch, shape, device, 2)
     rows = {}
-    for C in (16, 32, 64):
-        for w in (4, 8, 16):
-            base = default_chunk_config(D, m, 1, C, B * H)
-            cfg = dict(base, cov_warps=w)
-            key = f"C{C}_cw{w}_BV{cfg['BV']}_mw{cfg['mean_warps']}"
+
+    def key(c):
+        return f"C{c['C']}_cw{c['cov_warps']}_BV{c['BV']}_mw{c['mean_warps']}"
+
+    def run(c):
+        k = key(c)
+        if k not in rows:
+            cfg = {n: v for n, v in c.items() if n != "C"}
             try:
-                rows[key] = _bench(torch, lambda: chunk_bl(**x, chunk_size=C, validate=False, config=cfg), device)
+                rows[k] = _bench(torch, lambda: chunk_bl(**x, chunk_size=c["C"], validate=False, config=cfg), device)
             except Exception as exc:
-                rows[key] = f"error: {type(exc).__name__}: {str(exc)[:160]}"
-    ok = {k: v for k, v in rows.items() if isinstance(v, float)}
-    bestk = min(ok, key=ok.get)
-    C = int(bestk.split("_")[0][1:])
-    cw = int(bestk.split("_cw")[1].split("_")[0])
-    best = dict(default_chunk_config(D, m, 1, C, B * H), cov_warps=cw)
-    for bv, mw in ((16, 4), (32, 4), (16, 8), (32, 8), (64, 8)):
-        if bv > max(16, m):
-            continue
-        cfg = dict(best, BV=bv, mean_warps=mw)
-        key = f"C{C}_cw{cw}_BV{bv}_mw{mw}"
-        if key in rows:
-            continue
-        try:
-            rows[key] = _bench(torch, lambda: chunk_bl(**x, chunk_size=C, validate=False, config=cfg), device)
-        except Exception as exc:
-            rows[key] = f"error: {type(exc).__name__}: {str(exc)[:160]}"
-    ok = {k: v for k, v in rows.items() if isinstance(v, float)}
-    bestk = min(ok, key=ok.get)
-    p = bestk.split("_")
-    best = {"C": int(p[0][1:]), "cov_warps": int(p[1][2:]), "BV": int(p[2][2:]), "mean_warps": int(p[3][2:])}
-    return {"rows": rows, "best": best}
+                rows[k] = f"error: {type(exc).__name__}: {str(exc)[:160]}"
+        return rows[k] if isinstance(rows[k], float) else float("inf")
+
+    cands = [dict(default_chunk_config(D, m, 1, C, B * H), C=C) for C in (16, 32, 64)]
+    best = min(cands, key=run)
+    w = best["cov_warps"]
+    best = min([best] + [dict(best, cov_warps=v) for v in (w // 2, w * 2) if 4 <= v <= 16], key=run)
+    alts = [dict(best, BV=bv, mean_warps=mw) for bv, mw in ((16, 4), (32, 8), (64, 8)) if bv <= max(16, m)]
+    best = min([best] + alts, key=run)
+    return {"rows": rows, "best": {n: best[n] for n in ("C", "cov_warps", "BV", "mean_warps")}}
 
 
 def time_passes(torch, shape, device, C, cfg):
@@ -190,7 +183,7 @@ def time_passes(torch, shape, device, C, cfg):
     def cov():
         K.chunk_cov_fwd_kernel[(B * H,)](x["q"], x["k"], x["alpha"], x["l2"], r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
                                          H=H, G=1, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=True,
-                                         num_warps=cfg["cov_warps"])
+                                         num_warps=cfg["cov_warps"], num_stages=cfg.get("stages", 1))
     cov()
     NVG = -(-m // cfg["BV"])
 
@@ -198,7 +191,8 @@ def time_passes(torch, shape, device, C, cfg):
         K.chunk_mean_fwd_kernel[(B * H * NVG,)](
             x["q"], x["k"], x["v"], x["alpha"], beta, W, Aq, Ut, M0, o, o, MT, T, NT,
             H=H, G=1, D=D, M=m, MG=m, BD=cfg["BD"], BV=cfg["BV"], NVG=NVG, C=C, HAS_ALPHA=True,
-            STORE_E=False, PREC=cfg.get("mean_precision", "ieee"), num_warps=cfg["mean_warps"])
+            STORE_E=False, PREC=cfg.get("mean_precision", "ieee"), num_warps=cfg["mean_warps"],
+            num_stages=cfg.get("stages", 1))
     return {"cov_pass": _bench(torch, cov, device), "mean_pass": _bench(torch, mean, device)}
 
 

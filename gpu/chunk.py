@@ -173,7 +173,10 @@ def default_chunk_config(D: int, m: int, G: int, C: int, BH: int = 0) -> dict:
 
     ``BD``: the key dimension padded to a power of two ≥ 16 (``tl.dot`` needs 16);
     ``BV``: value columns per mean program (power of two ≥ 16, at most 64);
-    warps per pass.  ``benchmarks/h200_chunk.json`` has the sweep behind them.
+    warps per pass; ``stages=1``: no software pipelining of the chunk loop
+    (Triton's default of 3 stages triples the shared memory of the loads, past
+    the H200's 227 KB at ``C = 64``).  ``benchmarks/h200_chunk.json`` has the
+    sweep behind the choices.
     """
     from .fused_recurrent import _pow2
 
@@ -213,7 +216,7 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
     K.chunk_cov_fwd_kernel[(B * H * G,)](
         q, k, a if a is not None else dummy, l2, r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
         H=H, G=G, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=a is not None, PREC=cfg.get("cov_precision", "ieee"),
-        num_warps=cfg["cov_warps"])
+        num_warps=cfg["cov_warps"], num_stages=cfg.get("stages", 1))
     o = _empty((B, T, H, m), v.dtype, dev)
     e = _empty((B, T, H, m), f32, dev) if need_e else dummy
     MT = _empty((B, H, D, m), f32, dev)
@@ -223,7 +226,7 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
         q, k, v, a if a is not None else dummy, beta, W, Aq, Ut, M0, o, e, MT, T, NT,
         H=H, G=G, D=D, M=m, MG=mg, BD=cfg["BD"], BV=BV, NVG=NVG, C=C,
         HAS_ALPHA=a is not None, STORE_E=need_e, PREC=cfg.get("mean_precision", "ieee"),
-        num_warps=cfg["mean_warps"])
+        num_warps=cfg["mean_warps"], num_stages=cfg.get("stages", 1))
     return o, MT, PT, u, beta, e
 
 
