@@ -571,7 +571,8 @@ def _deltaformer_chunked(ev: Evidence):
              all(0.5 <= r <= 3 for r in ratios.values()), computed=ratios)
     curve = ndf.blockwise_cost_curve(256, 16, 16, [1, 4, 16, 64, 256])
     ev.record(cost_curve_T256_d16=curve, closed_form="(d + d_v) T (T + C) + T C (C - 1)/2 for C | T")
-    ev.skip("triton", "no GPU DeltaFormer kernel in this issue (the gpu layer's task); numpy forms cross-checked")
+    ev.skip("triton", "no Triton DeltaFormer kernel; the torch solve used by the GPU tasks is checked as the "
+                      "'torch' layer (assocmem/claims/gpu.py)")
     ev.summary = ("U = (I+A)^-1 V = recursion = blockwise (1e-12, 7 kernels); ceil(T/C) sequential steps; "
                   "work (d+d_v)T(T+C) + TC(C-1)/2 = O(T^2 d + TCd + TC^2)")
 

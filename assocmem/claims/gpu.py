@@ -152,3 +152,34 @@ def cost_triton(ev: Evidence) -> None:
     if not ev.summary:
         ev.summary = ("kernel state = 4(Dm + G D^2) bytes per head; per token it keeps O(GD + m) "
                       "bytes for backward (no D×D)")
+
+
+@check("am.deltaformer_chunked", status="confirmed")
+def deltaformer_solve_torch(ev: Evidence) -> None:
+    """The torch DeltaFormer solve the GPU tasks train with (one unit-triangular
+    solve, ``gpu.tasks.models.deltaformer_u``) against the numpy token-by-token
+    ``u_t`` recursion, kernel by kernel, in float64."""
+    try:
+        import torch
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        ev.skip("torch", f"torch not available: {exc}")
+        return
+    from assocmem.gpu.tasks.models import deltaformer_u
+    from assocmem.numerics.am_deltaformer import Kernel, deltaformer_sequential
+
+    rng = np.random.default_rng(31)
+    T, d, dv = 41, 8, 3
+    worst = {}
+    for name in ("linear", "relu", "exp", "softmax"):
+        K = rng.standard_normal((T, d)) / np.sqrt(d)
+        V = rng.standard_normal((T, dv))
+        beta = rng.uniform(0.1, 0.9, T)
+        # the task model scales exp/softmax scores by 1/√d: the numpy kernel's τ = √d
+        kern = Kernel(name, tau=float(np.sqrt(d))) if name in ("exp", "softmax") else Kernel(name)
+        U_np, _ = deltaformer_sequential(K, V, beta=beta, kappa1=kern)
+        U_t = deltaformer_u(torch.tensor(V)[None, None], torch.tensor(K)[None, None],
+                            torch.tensor(beta)[None, None], name)[0, 0].numpy()
+        worst[name] = float(np.abs(U_t - U_np).max() / max(1.0, np.abs(U_np).max()))
+        ev.close("torch", f"torch triangular solve (GPU task model) = numpy u_t recursion, κ1 = {name}",
+                 worst[name], 0.0, abs_tol=1e-12)
+    ev.record(torch_vs_numpy_max_rel=worst)
