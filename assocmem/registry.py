@@ -34,6 +34,7 @@ CLAIM_MODULES = [
     "assocmem.claims.bl_theory",      # sympy/mpmath side of the bl.* claims
     "assocmem.claims.am",             # am.* claims
     "assocmem.claims.gpu",            # triton layers
+    "assocmem.claims.bl_chunked",     # bl.chunked (numpy chunkwise form, chunked Triton kernels)
     "assocmem.claims.tasks",          # task.* (learned GPU tasks)
 ]
 

@@ -186,7 +186,8 @@ def default_chunk_config(D: int, m: int, G: int, C: int, BH: int = 0) -> dict:
     while BV > 16 and BH and BH * G * -(-mg // BV) < 1024:     # more programs to fill the GPU
         BV //= 2
     # from offline sm_90 compiles (registers / spills) and the H200 sweep
-    cov_warps = 4 if BD <= 32 else 8 if BD <= 64 else 16
+    # (benchmarks/h200_chunk.json: 8 warps best at D = 64 and at D = 128)
+    cov_warps = 4 if BD <= 32 else 8
     mean_warps = 4 if BD * C <= 2048 else 8
     return {"BD": BD, "BV": BV, "cov_warps": cov_warps, "mean_warps": mean_warps, "mean_precision": "ieee",
             "cov_precision": "ieee"}
