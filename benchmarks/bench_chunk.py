@@ -362,8 +362,12 @@ def quick(shapes, out):
     from assocmem.gpu.chunk import default_chunk_config
     from assocmem.provenance import provenance
 
-    device = torch.device("cuda")
-    result = {"provenance": provenance({"device": torch.cuda.get_device_name(0), "mode": "quick"}), "shapes": {}}
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    if not cuda:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    name0 = torch.cuda.get_device_name(0) if cuda else "cpu (Triton interpreter)"
+    result = {"provenance": provenance({"device": name0, "mode": "quick"}), "shapes": {}}
     for name in shapes:
         shape = SHAPES[name]
         B, T, H, D, m = shape
