@@ -114,32 +114,15 @@ def chunk_cov_fwd_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
         Li = tl.full((C, C), 0., tl.float32)                   # rows of L⁻¹ (j, i)
         bet = tl.full((C, 1), 0., tl.float32)                  # β_j
         cbase = (pid * NT + n) * C * C
-        # per-row inputs are prefetched one row ahead (register double buffering):
-        # the row loop is a dependency chain, and a load issued in the row that
-        # uses it would put a global-memory latency on every step of it
-        vt_nx = (t0 + z11) < T
-        tk_nx = tok + t0 * H
-        kt_nx = tl.load(k_ptr + tk_nx * D + rc, mask=mc & vt_nx, other=0.).to(tl.float32)   # [1, BD]
-        qt_nx = tl.load(q_ptr + tk_nx * D + rc, mask=mc & vt_nx, other=0.).to(tl.float32)
-        r2_nx = tl.load(r2_ptr + tk_nx * G + i_g + z11, mask=vt_nx, other=1.).to(tl.float32)   # [1, 1]
-        if HAS_ALPHA:
-            at_nx = tl.load(a_ptr + tk_nx * D + rc, mask=mc & vt_nx, other=1.).to(tl.float32)
         for t in range(C):
-            vt = vt_nx
-            tk = tk_nx
-            kt = kt_nx
-            qt = qt_nx
-            r2 = r2_nx
+            tt = t0 + t
+            vt = (tt + z11) < T                             # [1, 1] (a tensor mask)
+            tk = tok + tt * H
+            kt = tl.load(k_ptr + tk * D + rc, mask=mc & vt, other=0.).to(tl.float32)   # [1, BD]
+            qt = tl.load(q_ptr + tk * D + rc, mask=mc & vt, other=0.).to(tl.float32)
+            r2 = tl.load(r2_ptr + tk * G + i_g + z11, mask=vt, other=1.).to(tl.float32)   # [1, 1]
             if HAS_ALPHA:
-                at = at_nx
-            tn = t0 + tl.minimum(t + 1, C - 1)              # the last prefetch re-reads row C-1
-            vt_nx = (tn + z11) < T
-            tk_nx = tok + tn * H
-            kt_nx = tl.load(k_ptr + tk_nx * D + rc, mask=mc & vt_nx, other=0.).to(tl.float32)
-            qt_nx = tl.load(q_ptr + tk_nx * D + rc, mask=mc & vt_nx, other=0.).to(tl.float32)
-            r2_nx = tl.load(r2_ptr + tk_nx * G + i_g + z11, mask=vt_nx, other=1.).to(tl.float32)
-            if HAS_ALPHA:
-                at_nx = tl.load(a_ptr + tk_nx * D + rc, mask=mc & vt_nx, other=1.).to(tl.float32)
+                at = tl.load(a_ptr + tk * D + rc, mask=mc & vt, other=1.).to(tl.float32)
                 Rr = Rr * at
             Rr = tl.where(ri == t, 1., Rr)
             Wt = Rr * Om                                    # R[τ, i] ⊙ ω_i
