@@ -364,7 +364,9 @@ def chunk_study(torch, device, T=1024, seed=7):
     ``naive_bl``; plus the fp32 recurrence for scale, and the torch chunked form's
     forward time at S1-like width (it is launch-bound: a sequential loop of small ops).
     """
-    from assocmem.gpu import chunk_bl, naive_bl
+    from assocmem.gpu import naive_bl
+    # the torch form explicitly: on CUDA ``chunk_bl`` now runs the chunked Triton kernels
+    from assocmem.gpu.chunk import chunk_bl_torch as chunk_bl
 
     out = {}
     for D, m in ((64, 64), (128, 128)):

@@ -168,7 +168,7 @@ def chunk_kernels(interpret: bool):
     return mod
 
 
-def default_chunk_config(D: int, m: int, G: int, C: int, BH: int = 0) -> dict:
+def default_chunk_config(D: int, m: int, G: int, C: int, BH: int = 0) -> dict:  # noqa: ARG001 (C, BH: API)
     """Launch parameters of the two chunked passes.
 
     ``BD``: the key dimension padded to a power of two ≥ 16 (``tl.dot`` needs 16);
@@ -182,13 +182,13 @@ def default_chunk_config(D: int, m: int, G: int, C: int, BH: int = 0) -> dict:
 
     BD = max(16, _pow2(D))
     mg = m // G
-    BV = max(16, min(64, _pow2(mg)))
-    while BV > 16 and BH and BH * G * -(-mg // BV) < 1024:     # more programs to fill the GPU
-        BV //= 2
-    # from offline sm_90 compiles (registers / spills) and the H200 sweep
-    # (benchmarks/h200_chunk.json: 8 warps best at D = 64 and at D = 128)
+    # H200 sweep: BV = 64 with 8 warps at D = 64 (S1 3.61 ms against 4.00 with BV = 16;
+    # S3 within 4 %), BV = 16 with 4 warps at D = 128 (BV = 64 spills: 26.7 against 10.8 ms)
+    BV = max(16, min(64 if BD <= 64 else 16, _pow2(mg)))
+    # from offline sm_90 compiles (registers / spills) and the same sweep: 8 covariance
+    # warps at D = 64 and at D = 128
     cov_warps = 4 if BD <= 32 else 8
-    mean_warps = 4 if BD * C <= 2048 else 8
+    mean_warps = 8 if BV * BD >= 4096 else 4
     return {"BD": BD, "BV": BV, "cov_warps": cov_warps, "mean_warps": mean_warps, "mean_precision": "ieee",
             "cov_precision": "ieee"}
 
@@ -297,6 +297,9 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
     the token-by-token op's Triton backward (see the module docstring); the
     same rule as :func:`fused_recurrent_bl` for ``alpha`` with exact zeros.
     ``config`` overrides launch parameters (:func:`default_chunk_config`).
+    ``chunk_size=16`` was the fastest on the H200 at S1-S3 (the covariance
+    pass's row chain is the same length for every ``C``; smaller tiles shorten
+    each step) — ``benchmarks/h200_chunk.json``.
     """
     from ._dispatch import mode_for
     from .fused_recurrent import MAX_D, _launch_cfg, _prepare_states
