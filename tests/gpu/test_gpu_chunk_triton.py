@@ -136,3 +136,19 @@ def test_dispatch_and_bad_input(monkeypatch, make_inputs):
     with pytest.raises(ValueError, match="chunk_bl_trace"):
         monkeypatch.delenv("TRITON_INTERPRET")
         chunk_bl_trace(**x)
+
+
+def test_bl_chunked_triton_claim_layer(monkeypatch):
+    """The ``bl.chunked`` triton check passes, reports its gap, and fails at a zero tolerance."""
+    from assocmem.claims import bl_chunked
+    from assocmem.registry import Evidence
+
+    ev = Evidence()
+    bl_chunked.chunked_triton(ev)
+    assert ev.layers_run == ["triton"]
+    assert not ev.failures, [f.name for f in ev.failures]
+    assert 0 < ev.computed["triton_worst_rel_rms"] < bl_chunked.FP32_REL
+    monkeypatch.setattr(bl_chunked, "FP32_REL", 0.0)
+    ev = Evidence()
+    bl_chunked.chunked_triton(ev)
+    assert ev.failures
