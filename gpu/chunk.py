@@ -124,7 +124,8 @@ def chunk_bl_torch(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, outp
         outs.append(o)
         ut = R[:, :, -1][:, :, None] * u                     # ũ_i = R[C-1,i] ⊙ u_i
         M = gam[:, :, -1][:, :, None, :, None] * M + torch.einsum("bhgid,bhgic->bhgdc", ut, bE)
-        PiC = (gam[:, :, -1, :, None] * gam[:, :, -1, None, :])[:, :, None] * P + torch.diag_embed(c[:, :, -1])[:, :, None]
+        PiC = ((gam[:, :, -1, :, None] * gam[:, :, -1, None, :])[:, :, None] * P
+               + torch.diag_embed(c[:, :, -1])[:, :, None])
         P = PiC - torch.einsum("bhgi,bhgid,bhgie->bhgde", beta, ut, ut)
     o = torch.cat(outs, dim=3)                               # [B, H, G, T, mg]
     o = o.permute(0, 3, 1, 2, 4).reshape(B, T, H, m).to(x.v.dtype)

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 torch = pytest.importorskip("torch")
 
 from assocmem.gpu import naive_bl  # noqa: E402
-from assocmem.gpu.chunk import chunk_bl_torch as chunk_bl  # noqa: E402  (the torch form; the kernels: test_gpu_chunk_triton.py)
+# the torch form (the chunked kernels are tested in test_gpu_chunk_triton.py)
+from assocmem.gpu.chunk import chunk_bl_torch as chunk_bl  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
