@@ -36,18 +36,22 @@ def interpret_requested() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
 
 
-def kernels(interpret: bool):
-    """The kernel module, compiled (``interpret=False``) or interpreted."""
-    key = bool(interpret)
+def kernels(interpret: bool, filename: str = "_kernels.py"):
+    """A kernel module of this package (``_kernels.py`` by default), compiled
+    (``interpret=False``) or interpreted.  It is loaded under a private name with
+    ``TRITON_INTERPRET`` forced for the duration, so the import order of
+    ``triton`` does not matter and both modes can coexist in one process."""
+    key = (bool(interpret), filename)
     with _LOCK:
         mod = _LOADED.get(key)
         if mod is not None:
             return mod
         old = os.environ.get("TRITON_INTERPRET")
-        os.environ["TRITON_INTERPRET"] = "1" if key else "0"
+        os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
         try:
-            name = "assocmem.gpu._kernels_interp" if key else "assocmem.gpu._kernels_jit"
-            spec = importlib.util.spec_from_file_location(name, _KERNEL_FILE)
+            stem = Path(filename).stem
+            name = f"assocmem.gpu.{stem}_{'interp' if interpret else 'jit'}"
+            spec = importlib.util.spec_from_file_location(name, _KERNEL_FILE.with_name(filename))
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
         finally:

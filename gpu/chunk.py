@@ -138,35 +138,11 @@ def chunk_bl_torch(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, outp
 # --------------------------------------------------------------------------
 # Triton path
 # --------------------------------------------------------------------------
-_KERNEL_FILE = __import__("pathlib").Path(__file__).with_name("_chunk_kernels.py")
-_LOADED: dict = {}
-
-
 def chunk_kernels(interpret: bool):
-    """:mod:`._chunk_kernels`, compiled or interpreted (loaded under a private
-    name with ``TRITON_INTERPRET`` forced, as :func:`._dispatch.kernels` does,
-    so the import order of ``triton`` does not matter)."""
-    import importlib.util
-    import os
+    """:mod:`._chunk_kernels`, compiled or interpreted (see :func:`._dispatch.kernels`)."""
+    from ._dispatch import kernels
 
-    key = bool(interpret)
-    mod = _LOADED.get(key)
-    if mod is not None:
-        return mod
-    old = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1" if key else "0"
-    try:
-        name = "assocmem.gpu._chunk_kernels_interp" if key else "assocmem.gpu._chunk_kernels_jit"
-        spec = importlib.util.spec_from_file_location(name, _KERNEL_FILE)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        if old is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = old
-    _LOADED[key] = mod
-    return mod
+    return kernels(interpret, "_chunk_kernels.py")
 
 
 def default_chunk_config(D: int, m: int, G: int, C: int, BH: int = 0) -> dict:  # noqa: ARG001 (C, BH: API)
