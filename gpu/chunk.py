@@ -233,33 +233,14 @@ class _ChunkBLFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, do, dMT, dPT):
-        from ._dispatch import kernels
-        from .fused_recurrent import _backward
+        from .fused_recurrent import bl_backward
 
         q, k, l2, a, M0, P0, u, beta, e, MT, PT = ctx.saved_tensors
-        log_alpha, interpret, bcfg, vdt, r2dt, decdt, m0dt, p0dt = ctx.meta
-        B, T, H, D = q.shape
-        m = e.shape[-1]
-        G = u.shape[3]
-        dev = q.device
-        do = torch.zeros(B, T, H, m, dtype=torch.float32, device=dev) if do is None else do
-        dMTt = (torch.zeros(B, H, m, D, dtype=torch.float32, device=dev) if dMT is None
-                else dMT.float().transpose(-1, -2).contiguous())
-        if dPT is None:
-            dPT = torch.zeros(B, H, G, D, D, dtype=torch.float32, device=dev)
-        else:
-            dPT = dPT.float()
-            dPT = (0.5 * (dPT + dPT.transpose(-1, -2))).contiguous()
-        need_dg = a is not None and ctx.needs_input_grad[5]
-        dq, dk, dv, dl2, dr2, dg, dM0t, dP0 = _backward(
-            kernels(interpret), q, k, a, l2, M0.transpose(-1, -2).contiguous(), P0, u, beta, e,
-            MT.transpose(-1, -2).contiguous(), PT, do, dMTt, dPT, bcfg, need_dg)
-        ddec = None
-        if need_dg:
-            ddec = dg if log_alpha else dg / a.float()
-            ddec = ddec.to(decdt)
-        return (dq.to(q.dtype), dk.to(k.dtype), dv.to(vdt), dl2.to(l2.dtype), dr2.to(r2dt), ddec,
-                dM0t.transpose(-1, -2).to(m0dt), dP0.to(p0dt), None, None, None, None, None)
+        # the chunked forward keeps means as [B, H, D, m]; the shared backward wants them transposed
+        t = lambda x: None if x is None else x.transpose(-1, -2).contiguous()  # noqa: E731
+        *rest, dM0t, dP0 = bl_backward(q, k, l2, a, t(M0), P0, u, beta, e, t(MT), PT, do, t(dMT), dPT,
+                                       ctx.meta, ctx.meta[2], a is not None and ctx.needs_input_grad[5])
+        return (*rest, dM0t.transpose(-1, -2).to(ctx.meta[6]), dP0, None, None, None, None, None)
 
 
 def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,

@@ -224,28 +224,41 @@ class _BLFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do, dMTt, dPT):
         q, k, l2, a, M0t, P0, u, beta, e, MTt, PT = ctx.saved_tensors
-        log_alpha, interpret, cfg, vdt, r2dt, decdt, m0dt, p0dt = ctx.meta
-        B, T, H, D = q.shape
-        m = e.shape[-1]
-        G = u.shape[3]
-        dev = q.device
-        do = torch.zeros(B, T, H, m, dtype=torch.float32, device=dev) if do is None else do
-        dMTt = (torch.zeros(B, H, m, D, dtype=torch.float32, device=dev) if dMTt is None
-                else dMTt.float().contiguous())
-        if dPT is None:
-            dPT = torch.zeros(B, H, G, D, D, dtype=torch.float32, device=dev)
-        else:
-            dPT = dPT.float()
-            dPT = (0.5 * (dPT + dPT.transpose(-1, -2))).contiguous()
-        need_dg = a is not None and ctx.needs_input_grad[5]
-        dq, dk, dv, dl2, dr2, dg, dM0t, dP0 = _backward(
-            kernels(interpret), q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, need_dg)
-        ddec = None
-        if need_dg:
-            ddec = dg if log_alpha else dg / a.float()
-            ddec = ddec.to(decdt)
-        return (dq.to(q.dtype), dk.to(k.dtype), dv.to(vdt), dl2.to(l2.dtype), dr2.to(r2dt), ddec,
-                dM0t.to(m0dt), dP0.to(p0dt), None, None, None)
+        grads = bl_backward(q, k, l2, a, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, ctx.meta,
+                            ctx.meta[2], a is not None and ctx.needs_input_grad[5])
+        *rest, dM0t, dP0 = grads
+        return (*rest, dM0t.to(ctx.meta[6]), dP0, None, None, None)
+
+
+def bl_backward(q, k, l2, a, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, meta, cfg, need_dg):
+    """The reverse-time Triton backward from what a BL forward saved; shared by
+    the token-by-token and the chunked ops (both save the same per-token vectors).
+
+    Mean states are transposed, ``[B, H, m, D]`` fp32 (``dMTt`` too, or None).
+    Returns ``(dq, dk, dv, dl2, dr2, ddec, dM0t, dP0)`` in the inputs' dtypes,
+    except ``dM0t`` (fp32, transposed: the caller converts it back).
+    """
+    log_alpha, interpret, _, vdt, r2dt, decdt, _, p0dt = meta
+    B, T, H, D = q.shape
+    m = e.shape[-1]
+    G = u.shape[3]
+    dev = q.device
+    do = torch.zeros(B, T, H, m, dtype=torch.float32, device=dev) if do is None else do
+    dMTt = (torch.zeros(B, H, m, D, dtype=torch.float32, device=dev) if dMTt is None
+            else dMTt.float().contiguous())
+    if dPT is None:
+        dPT = torch.zeros(B, H, G, D, D, dtype=torch.float32, device=dev)
+    else:
+        dPT = dPT.float()
+        dPT = (0.5 * (dPT + dPT.transpose(-1, -2))).contiguous()
+    dq, dk, dv, dl2, dr2, dg, dM0t, dP0 = _backward(
+        kernels(interpret), q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, need_dg)
+    ddec = None
+    if need_dg:
+        ddec = dg if log_alpha else dg / a.float()
+        ddec = ddec.to(decdt)
+    return (dq.to(q.dtype), dk.to(k.dtype), dv.to(vdt), dl2.to(l2.dtype), dr2.to(r2dt), ddec, dM0t,
+            dP0.to(p0dt))
 
 
 def fused_recurrent_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
