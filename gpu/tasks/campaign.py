@@ -12,7 +12,7 @@ import argparse
 import time
 
 from .sweep import grid, run_jobs
-from .train import STRESS_MODELS
+from .train import CURRICULUM_MODELS, STRESS_MODELS
 
 
 def priority():
@@ -27,6 +27,8 @@ def priority():
     jobs += grid("collision_recall", None, [1, 2])
     jobs += grid("swap_tracking", list(STRESS_MODELS), [0])
     jobs += grid("random_keys", None, [1, 2])
+    # AM Fig. 6 (length curriculum 32 -> 256 vs direct 256; round2 then linear κ1, NoPE then RoPE)
+    jobs += grid("swap_tracking", list(CURRICULUM_MODELS), [0])
     return jobs
 
 

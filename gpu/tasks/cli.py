@@ -29,6 +29,14 @@ def register(sub) -> None:
     p.add_argument("--eval", dest="eval_mode", default="auto", choices=("auto", "full", "quick", "none"),
                    help="test grid: full (the paper's), quick (a few settings), auto = full on cuda, quick on cpu")
     p.add_argument("--no-progress", action="store_true")
+    c = p.add_argument_group("length curriculum (swap_tracking curriculum-*/direct-* models; AM Fig. 6)")
+    c.add_argument("--curriculum-lengths", default=None,
+                   help="stage lengths, comma-separated (default 32,64,128,256; direct-*: the last one)")
+    c.add_argument("--curriculum-threshold", type=float, default=None,
+                   help="move to the next stage when the window's training accuracy reaches this (default 0.99)")
+    c.add_argument("--curriculum-window", type=int, default=None, help="steps per accuracy window (default 25)")
+    c.add_argument("--curriculum-switch-at", default=None,
+                   help="fixed-step schedule instead: the steps at which each stage ends, comma-separated")
     p.set_defaults(func=run_train)
 
     s = sub.add_parser("sweep", help="run a task's grid (models x seeds) over all visible GPUs",
@@ -55,9 +63,22 @@ def run_train(args) -> int:
     _need_torch("train")
     from .train import train
 
+    sched = None
+    opts = (args.curriculum_lengths, args.curriculum_threshold, args.curriculum_window, args.curriculum_switch_at)
+    if any(o is not None for o in opts):
+        from . import curriculum as Cu
+        from .names import is_curriculum_model
+        if not is_curriculum_model(args.model):
+            raise ValueError(f"curriculum: the --curriculum-* options apply to the curriculum-*/direct-* "
+                             f"swap_tracking models only (got {args.model!r})")
+        sched = Cu.schedule_for(
+            args.model,
+            lengths=None if args.curriculum_lengths is None else Cu.parse_lengths(args.curriculum_lengths),
+            threshold=args.curriculum_threshold, window=args.curriculum_window,
+            switch_at=None if args.curriculum_switch_at is None else Cu.parse_lengths(args.curriculum_switch_at))
     res = train(args.task, args.model, seed=args.seed, steps=args.steps, batch_size=args.batch_size,
                 device=args.device, out=args.out, resume=args.resume, eval_mode=args.eval_mode,
-                progress=not args.no_progress and sys.stderr.isatty())
+                progress=not args.no_progress and sys.stderr.isatty(), curriculum=sched)
     last = res["curve"][-1] if res["curve"] else {}
     print(json.dumps({"task": res["task"], "model": res["model"], "seed": res["seed"],
                       "final_train": last, "wall_s": res["provenance"]["wall_s"],

@@ -239,9 +239,14 @@ def deltaformer_u(v, k, beta, kind: str):
 class AttentionLayer(nn.Module):
     """Causal softmax attention (``deltaformer=None``) or a DeltaFormer layer (κ1 given)."""
 
-    def __init__(self, d_model: int, n_heads: int, kappa1: Optional[str] = None, pos: str = "rope"):
+    def __init__(self, d_model: int, n_heads: int, kappa1: Optional[str] = None, pos: str = "rope",
+                 key_norm: bool = False):
         super().__init__()
         self.H, self.dh, self.kappa1, self.pos = n_heads, d_model // n_heads, kappa1, pos
+        # key_norm: κ1 on unit keys.  With raw keys the u-recursion is an unstable delta rule
+        # once β κ1(k, k) > 2 (it overflows at init from length ~128 on); unit keys and
+        # β = sigmoid(.) < 1 keep it a contraction (Theorem 1's keys are unit vectors too)
+        self.key_norm = key_norm
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
         self.o = nn.Linear(d_model, d_model, bias=False)
         if kappa1 is not None:
@@ -252,7 +257,8 @@ class AttentionLayer(nn.Module):
         q, k, v = self.qkv(h).reshape(B, T, 3, self.H, self.dh).permute(2, 0, 3, 1, 4)
         if self.kappa1 is not None:
             beta = torch.sigmoid(self.beta(h)).transpose(1, 2)          # [B, H, T]
-            v = deltaformer_u(v, k, beta, self.kappa1)                 # κ1 on the raw keys
+            kk = F.normalize(k, dim=-1) if self.key_norm else k
+            v = deltaformer_u(v, kk, beta, self.kappa1)                # κ1 on the raw (or unit) keys
         if self.pos == "rope":
             q, k = rope(q), rope(k)
         w = causal_softmax_weights(q @ k.transpose(-1, -2) / math.sqrt(self.dh), strict=False)
@@ -264,10 +270,10 @@ class SequenceModel(nn.Module):
     """Token-embedding sequence model: pre-norm blocks of attention (or DeltaFormer) + MLP."""
 
     def __init__(self, vocab: int, n_classes: int, *, n_layers: int, d_model: int = 128, n_heads: int = 4,
-                 kappa1: Optional[str] = None, pos: str = "rope"):
+                 kappa1: Optional[str] = None, pos: str = "rope", key_norm: bool = False):
         super().__init__()
         self.emb = nn.Embedding(vocab, d_model)
-        self.layers = nn.ModuleList(AttentionLayer(d_model, n_heads, kappa1, pos) for _ in range(n_layers))
+        self.layers = nn.ModuleList(AttentionLayer(d_model, n_heads, kappa1, pos, key_norm) for _ in range(n_layers))
         self.n1 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
         self.n2 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
         self.mlps = nn.ModuleList(MLP(d_model) for _ in range(n_layers))
@@ -283,7 +289,7 @@ class SequenceModel(nn.Module):
 
 
 def swap_model(name: str, *, n_elems: int = 5, d_model: int = 128, n_heads: int = 4,
-               deltaformer_layers: int = 1, pos: str = "rope") -> SequenceModel:
+               deltaformer_layers: int = 1, pos: str = "rope", key_norm: bool = False) -> SequenceModel:
     """``deltaformer-<κ1>`` (``deltaformer_layers`` layers) or ``transformer-<L>``."""
     vocab = n_elems * (n_elems - 1) // 2
     if name.startswith("deltaformer-"):
@@ -291,7 +297,7 @@ def swap_model(name: str, *, n_elems: int = 5, d_model: int = 128, n_heads: int 
         if kappa not in KAPPAS:
             raise ValueError(f"model: kappa1 must be one of {', '.join(KAPPAS)} (got {name!r})")
         return SequenceModel(vocab, n_elems, n_layers=deltaformer_layers, d_model=d_model, n_heads=n_heads,
-                             kappa1=kappa, pos=pos)
+                             kappa1=kappa, pos=pos, key_norm=key_norm)
     if name.startswith("transformer-"):
         try:
             L = int(name.split("-", 1)[1])

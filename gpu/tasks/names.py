@@ -6,3 +6,14 @@ SWAP_MODELS = tuple(f"deltaformer-{k}" for k in KAPPAS) + tuple(f"transformer-{L
 STRESS_NS = (128, 256, 512)
 STRESS_MODELS = tuple(f"stress-{k}-{n}" for k in ("linear", "round2") for n in STRESS_NS)
 MODELS_BY_TASK = {"collision_recall": MIXERS, "random_keys": MIXERS, "swap_tracking": SWAP_MODELS + STRESS_MODELS}
+# AM Fig. 6: length curriculum 32 -> 256 vs direct training at 256, with RoPE or with no position
+# encoding (NoPE); κ1 round2 first (the kernel the stress test favours), then linear
+CURRICULUM_ARMS = ("curriculum", "direct")
+CURRICULUM_KAPPAS = ("round2", "linear")
+POS_ENCODINGS = ("nope", "rope")
+CURRICULUM_MODELS = tuple(f"{arm}-{k}-{p}" for k in CURRICULUM_KAPPAS for p in POS_ENCODINGS for arm in CURRICULUM_ARMS)
+MODELS_BY_TASK["swap_tracking"] = SWAP_MODELS + STRESS_MODELS + CURRICULUM_MODELS
+
+
+def is_curriculum_model(model: str) -> bool:
+    return model in CURRICULUM_MODELS

@@ -26,7 +26,8 @@ from assocmem import validate as V
 from . import data as Dt
 from . import models as Mo
 
-from .names import STRESS_MODELS, STRESS_NS, TASKS  # noqa: F401
+from . import curriculum as Cu
+from .names import CURRICULUM_MODELS, STRESS_MODELS, STRESS_NS, TASKS, is_curriculum_model  # noqa: F401
 EVAL_SEED = 20240611          # the fixed test set (independent of the training seed)
 
 
@@ -45,6 +46,8 @@ class TaskDef:
     quick_test_settings: dict = field(default_factory=dict)
 
 
+CURRICULUM_STEPS = 5000      # ours (Fig. 6's step budget is not in the notes): room for 4 stages
+
 TASK_DEFS = {
     "collision_recall": TaskDef(
         "collision_recall", Mo.MIXERS, 2500, 256, "BL §4.1, App. E.5, pp.23-26; Fig. 3(c,d)",
@@ -60,7 +63,8 @@ TASK_DEFS = {
         test_settings={"n": [16, 32, 48, 64, 96, 128, 192, 256], "n_seqs": 512},
         quick_test_settings={"n": [16, 96], "n_seqs": 8}),
     "swap_tracking": TaskDef(
-        "swap_tracking", Mo.SWAP_MODELS + STRESS_MODELS, 2000, 256, "AM §3.2, Figs. 3-5, pp.18-20",
+        "swap_tracking", Mo.SWAP_MODELS + STRESS_MODELS + CURRICULUM_MODELS, 2000, 256,
+        "AM §3.2, Figs. 3-6, pp.18-20",
         train_settings={"n_elems": 5, "length": 16},
         test_settings={"n_seqs": 2048},
         quick_test_settings={"n_seqs": 8}),
@@ -83,6 +87,11 @@ def build_model(task: str, model: str) -> torch.nn.Module:
     if model.startswith("stress-"):
         _, kappa, n = model.split("-")
         return Mo.FixedKeySwapModel(int(n), 128, kappa1=kappa)
+    if is_curriculum_model(model):
+        # a 1-layer DeltaFormer (κ2 softmax); "nope": no position encoding anywhere; unit keys in κ1
+        # (lengths up to 256: with raw keys the u-recursion overflows at init, see AttentionLayer)
+        _, kappa, pos = model.split("-")
+        return Mo.swap_model(f"deltaformer-{kappa}", pos=pos, key_norm=True)
     return Mo.swap_model(model)
 
 
@@ -93,7 +102,8 @@ def _to(batch, device):
     return type(batch)(*(x.to(device, non_blocking=True) for x in batch))
 
 
-def sample_train(task: str, model: str, batch_size: int, gen: torch.Generator):
+def sample_train(task: str, model: str, batch_size: int, gen: torch.Generator, length: Optional[int] = None):
+    """One training batch; ``length`` overrides the swap-tracking length (the curriculum's current stage)."""
     td = TASK_DEFS[task]
     if task == "collision_recall":
         nfs = td.train_settings["n_f"]
@@ -106,8 +116,8 @@ def sample_train(task: str, model: str, batch_size: int, gen: torch.Generator):
         return Dt.random_keys_batch(batch_size, n=n, generator=gen)
     if model.startswith("stress-"):
         return Dt.swap_stress_batch(batch_size, n=int(model.split("-")[2]), generator=gen)
-    return Dt.swap_batch(batch_size, n_elems=td.train_settings["n_elems"], length=td.train_settings["length"],
-                         generator=gen)
+    return Dt.swap_batch(batch_size, n_elems=td.train_settings["n_elems"],
+                         length=td.train_settings["length"] if length is None else length, generator=gen)
 
 
 def forward(net, task: str, batch):
@@ -236,7 +246,24 @@ def _eval_random_keys(net, s, device, chunk):
     return {"crowding": res}
 
 
+def _eval_swap_lengths(net, s, device, chunk):
+    """Accuracy at every length in ``s["lengths"]`` (the curriculum's stage lengths; AM Fig. 6)."""
+    rows = []
+    for L in s["lengths"]:
+        outs = _batched(net, "swap_tracking", lambda b, g: Dt.swap_batch(b, length=L, generator=g), s["n_seqs"],
+                        chunk, device)
+        logits = torch.cat([o[1] for o in outs])
+        labels = torch.cat([o[0].labels for o in outs])
+        acc = (logits.argmax(-1) == labels).double().flatten()
+        rows.append({"length": L, "acc": float(acc.mean()), "acc_se": float(acc.std() / math.sqrt(acc.numel()))})
+    # "acc" at the final training length, as for the other swap models
+    final = next(r for r in rows if r["length"] == s["train_length"])
+    return {"acc": final["acc"], "acc_se": final["acc_se"], "by_length": rows}
+
+
 def _eval_swap(net, model, s, device, chunk):
+    if is_curriculum_model(model):
+        return _eval_swap_lengths(net, s, device, chunk)
     if model.startswith("stress-"):
         n = int(model.split("-")[2])
         make = lambda b, g: Dt.swap_stress_batch(b, n=n, generator=g)   # noqa: E731
@@ -273,13 +300,23 @@ def run_name(model: str, seed: int) -> str:
 def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, batch_size: Optional[int] = None,
           device: str = "cuda", out: str | Path = "results", resume: bool = False, eval_mode: str = "auto",
           ckpt_every: int = 500, log_every: int = 25, progress: bool = True,
-          eval_chunk: Optional[int] = None) -> dict:
-    """Train one model on one task and write its JSON result; returns the result dict."""
+          eval_chunk: Optional[int] = None, curriculum: Optional[Cu.CurriculumSchedule] = None) -> dict:
+    """Train one model on one task and write its JSON result; returns the result dict.
+
+    ``curriculum``: the length schedule of a ``curriculum-*``/``direct-*`` swap
+    model (default :func:`curriculum.schedule_for`, the paper's 32 → 256).
+    """
     td = task_def(task)
     if model not in td.models:
         raise ValueError(f"model for {task} must be one of {', '.join(td.models)} (got {model!r})")
     seed = V.count("seed", seed, 0)
-    steps = td.steps if steps is None else V.count("steps", steps, 0)
+    is_cur = is_curriculum_model(model)
+    if curriculum is not None and not is_cur:
+        raise ValueError(f"curriculum: only the curriculum-*/direct-* swap models take a schedule (got {model!r})")
+    sched = (curriculum if curriculum is not None else Cu.schedule_for(model)) if is_cur else None
+    if steps is None:
+        steps = CURRICULUM_STEPS if is_cur else td.steps
+    steps = V.count("steps", steps, 0)
     if batch_size is None:
         # the stress test's sequences are 3n long (n up to 512): a smaller default batch
         batch_size = 64 if model.startswith("stress-") else td.batch_size
@@ -303,12 +340,17 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
     opt = torch.optim.AdamW(net.parameters(), lr=3e-4, weight_decay=1e-4)
     gen = torch.Generator().manual_seed(seed)
     step0, curve, wall_before = 0, [], 0.0
+    win_sum0, win_n0 = 0.0, 0
     if resume and ckpt_path.exists():
         ck = torch.load(ckpt_path, map_location=dev, weights_only=False)
         net.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         gen.set_state(ck["gen"])
         step0, curve, wall_before = ck["step"], ck["curve"], ck.get("wall_s", 0.0)
+        if sched is not None and ck.get("curriculum") is not None:
+            # the schedule continues where it was (stage, switches, the partial accuracy window)
+            sched = Cu.CurriculumSchedule.from_state(ck["curriculum"])
+            win_sum0, win_n0 = ck["curriculum_window"]
 
     bar = None
     if progress:
@@ -321,15 +363,22 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
     acc_sum = torch.zeros((), device=dev)
     loss_sum = torch.zeros((), device=dev)
     n_acc = 0
+    # the curriculum's accuracy window (summed on the device: one sync per window, not per step)
+    win_sum = torch.full((), win_sum0, device=dev)
+    win_n = win_n0
 
     def save_ckpt(step):
         tmp = ckpt_path.with_suffix(".tmp")
+        extra = {}
+        if sched is not None:
+            extra = {"curriculum": sched.state_dict(), "curriculum_window": (float(win_sum), win_n)}
         torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state(), "step": step,
-                    "curve": curve, "wall_s": wall_before + time.perf_counter() - t0}, tmp)
+                    "curve": curve, "wall_s": wall_before + time.perf_counter() - t0, **extra}, tmp)
         os.replace(tmp, ckpt_path)
 
     for step in range(step0, steps):
-        batch = _to(sample_train(task, model, batch_size, gen), dev)
+        length = sched.length if sched is not None else None
+        batch = _to(sample_train(task, model, batch_size, gen, length=length), dev)
         logits, labels = forward(net, task, batch)
         loss, acc = loss_and_acc(logits, labels)
         opt.zero_grad(set_to_none=True)
@@ -339,9 +388,20 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
         loss_sum += loss.detach()
         acc_sum += acc.detach()
         n_acc += 1
+        if sched is not None:
+            win_sum += acc.detach()
+            win_n += 1
+            mean = None
+            if sched.window_due(step + 1):
+                mean = float(win_sum) / win_n
+                win_sum.zero_()
+                win_n = 0
+            sched.update(step + 1, mean)
         if (step + 1) % log_every == 0 or step + 1 == steps:
             # one device sync per log interval, not per step
             rec = {"step": step + 1, "loss": float(loss_sum) / n_acc, "acc": float(acc_sum) / n_acc}
+            if length is not None:
+                rec["length"] = length          # Fig. 6's axis: accuracy at the current training length
             if not math.isfinite(rec["loss"]):
                 raise FloatingPointError(f"{task}:{model}: loss became {rec['loss']} at step {step + 1}")
             curve.append(rec)
@@ -366,6 +426,15 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
         ev = {}
     else:
         settings = td.test_settings if eval_mode == "full" else td.quick_test_settings
+        if sched is not None:
+            # every stage length of the schedule; the full grid adds twice the final length
+            lengths = list(Cu.DEFAULT_LENGTHS if model.startswith("direct-") and curriculum is None
+                           else sched.lengths)
+            if sched.lengths[-1] not in lengths:
+                lengths.append(sched.lengths[-1])
+            if eval_mode == "full":
+                lengths.append(2 * sched.lengths[-1])
+            settings = {**settings, "lengths": sorted(set(lengths)), "train_length": sched.lengths[-1]}
         ev = evaluate(net, task, model, settings, dev, chunk=eval_chunk)
     eval_s = time.perf_counter() - t1
 
@@ -381,7 +450,10 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
     result = {
         "task": task, "model": model, "seed": seed, "steps": steps, "batch_size": batch_size,
         "source": td.source, "optimizer": {"name": "AdamW", "lr": 3e-4, "weight_decay": 1e-4, "clip": 1.0},
-        "train_settings": td.train_settings, "eval_mode": eval_mode,
+        "train_settings": td.train_settings if sched is None else
+        {"n_elems": td.train_settings["n_elems"], "curriculum": sched.config(), "switches": sched.switches,
+         "final_stage": sched.stage, "final_length": sched.length},
+        "eval_mode": eval_mode,
         "n_params": sum(p.numel() for p in net.parameters() if p.requires_grad),
         "curve": curve, "eval": ev, "provenance": provenance(extra),
     }
