@@ -37,6 +37,9 @@ def table(results: list[ClaimResult], width: int | None = None) -> str:
     lines.append("  ".join(f"{k}: {c[k]}" for k in
                            ("confirmed", "corrected", "refined", "disputed", "skipped", "pending", "failed")
                            if k in c))
+    disp = [r.id for r in results if r.status == "disputed"]
+    if disp:
+        lines.append(f"disputed (our own runs disagree with part of the published trend): {', '.join(disp)}")
     pend = [r.id for r in results if r.status == "pending"]
     if pend:
         lines.append(f"pending (not implemented yet): {', '.join(pend)}")
