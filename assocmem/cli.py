@@ -41,8 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def dispatch(parser: argparse.ArgumentParser, argv: list[str] | None = None, label: str = "assocmem") -> int:
+    """Parse, run the chosen sub-command, and turn a ``ValueError`` into one
+    line on stderr with exit status 2 (shared by every entry point)."""
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -50,11 +51,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ValueError as exc:
-        print(f"assocmem {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{label} {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    return dispatch(build_parser(), argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -23,7 +23,6 @@ through the interpreter (a smoke test of this script).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 import traceback
@@ -305,7 +304,7 @@ def run(shapes, out):
         _guard(e, "times", lambda: timings(torch, shape, device, best) if not tiny else
                {"chunk_fwd": _bench(torch, lambda: None, device)})
         if out:
-            _write(result, out)
+            _bench_write(result, out)
     extra = result.setdefault("extra", {})
     small = (2, 300, 2, 32, 16) if not tiny else (1, 40, 1, 8, 8)
     _guard(extra, "strong_decay", lambda: check(torch, small, device, sizes=(16, 32, 64), strong=True))
@@ -316,14 +315,14 @@ def run(shapes, out):
         _guard(extra, "long_T20000", lambda: check_long(torch, device))
     result["seconds"] = time.time() - t0
     if out:
-        _write(result, out)
+        _bench_write(result, out)
     print(table(result))
     return result
 
 
-def _write(result, path):
-    with open(path, "w") as fh:
-        json.dump(result, fh, indent=1, default=str)
+
+
+from assocmem.gpu.bench import _write as _bench_write  # noqa: E402
 
 
 def table(result) -> str:
@@ -397,7 +396,7 @@ def quick(shapes, out):
                 o.backward(do)
             _guard(t, "chunk_fwdbwd", lambda: _bench(torch, fb, device))
         if out:
-            _write(result, out)
+            _bench_write(result, out)
     return result
 
 

@@ -109,12 +109,6 @@ def main(argv=None) -> int:
                                      description="Learned tasks of the BL and AM papers.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     register(sub)
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
-    try:
-        return int(args.func(args) or 0)
-    except ValueError as exc:
-        print(f"assocmem gpu {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    from assocmem.cli import dispatch
+
+    return dispatch(parser, argv, label="assocmem gpu")
