@@ -47,7 +47,7 @@ def _guard(store, name, fn):
     print(f"  {name}: {str(store[name])[:400]}", flush=True)
 
 
-def check(torch, shape, device, sizes=(16, 32, 64), seed=0, strong=False, G=1):
+def check(torch, shape, device, sizes=(16, 32, 64), seed=0, strong=False, G=1, config=None):
     from assocmem.gpu import fused_recurrent as fr
     from assocmem.gpu import chunk_bl, fused_recurrent_bl, naive_bl
     from assocmem.gpu.bench import _inputs
@@ -67,7 +67,7 @@ def check(torch, shape, device, sizes=(16, 32, 64), seed=0, strong=False, G=1):
         of, (Mf, Pf) = fused_recurrent_bl(**x, output_final_state=True, validate=False)
         out["fused_vs_f64_o"] = _relerr(torch, o_ref, of[:b, :, :h])
         for C in sizes:
-            o, (M, P) = chunk_bl(**x, chunk_size=C, output_final_state=True, validate=False)
+            o, (M, P) = chunk_bl(**x, chunk_size=C, output_final_state=True, validate=False, config=config)
             if device.type == "cuda":
                 torch.cuda.synchronize()
             out[f"C{C}"] = {
@@ -160,10 +160,11 @@ def sweep(torch, shape, device):
     return {"rows": rows, "best": {n: best[n] for n in ("C", "cov_warps", "BV", "mean_warps")}}
 
 
-def time_passes(torch, shape, device, C, cfg):
-    """Each chunked pass alone (launched on pre-allocated buffers)."""
+def time_passes(torch, shape, device, C, cfg, only=None):
+    """Each chunked pass alone (launched on pre-allocated buffers); ``only``: "cov" or "mean" (one
+    pass, its median in ms)."""
     from assocmem.gpu.bench import _inputs
-    from assocmem.gpu.chunk import _chunk_forward, chunk_kernels
+    from assocmem.gpu.chunk import _chunk_forward, _cov_kernel, chunk_kernels
 
     K = chunk_kernels(device.type != "cuda")
     B, T, H, D, m = shape
@@ -179,10 +180,14 @@ def time_passes(torch, shape, device, C, cfg):
     Aq = torch.empty_like(W)
     Ut = torch.empty(B, H, 1, NT, C, D, **f32)
 
+
+    kern = _cov_kernel(K, cfg, x["alpha"], C)
+    extra = {"UNROLL": bool(cfg.get("unroll", False))} if kern is K.chunk_cov_fwd_mm_kernel else {}
+
     def cov():
-        K.chunk_cov_fwd_kernel[(B * H,)](x["q"], x["k"], x["alpha"], x["l2"], r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
-                                         H=H, G=1, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=True,
-                                         num_warps=cfg["cov_warps"], num_stages=cfg.get("stages", 1))
+        kern[(B * H,)](x["q"], x["k"], x["alpha"], x["l2"], r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
+                       H=H, G=1, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=True, PREC=cfg.get("cov_precision", "ieee"),
+                       num_warps=cfg["cov_warps"], num_stages=cfg.get("stages", 1), **extra)
     cov()
     NVG = -(-m // cfg["BV"])
 
@@ -192,6 +197,10 @@ def time_passes(torch, shape, device, C, cfg):
             H=H, G=1, D=D, M=m, MG=m, BD=cfg["BD"], BV=cfg["BV"], NVG=NVG, C=C, HAS_ALPHA=True,
             STORE_E=False, PREC=cfg.get("mean_precision", "ieee"), num_warps=cfg["mean_warps"],
             num_stages=cfg.get("stages", 1))
+    if only == "cov":
+        return _bench(torch, cov, device)
+    if only == "mean":
+        return _bench(torch, mean, device)
     return {"cov_pass": _bench(torch, cov, device), "mean_pass": _bench(torch, mean, device)}
 
 
@@ -400,12 +409,133 @@ def quick(shapes, out):
     return result
 
 
+def mm(shapes, out, budget_s=400.0):
+    """Device run of the quotient (matmul) covariance kernel (``cov_kernel="matmul"``): checks
+    (NaN-poisoned, float64 reference), the covariance pass alone over chunk size x warps x
+    unrolling x precision (the product-only row kernel as the anchor), the mean pass over the
+    value block x precision, then the forward, forward+backward and peak memory of the best
+    configuration beside fla.  Sections stop being swept once ``budget_s`` has passed."""
+    import torch
+
+    from assocmem.gpu import chunk_bl
+    from assocmem.gpu.bench import _inputs, _time_fla
+    from assocmem.gpu.chunk import default_chunk_config
+    from assocmem.provenance import provenance
+
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    if not cuda:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        shapes = ["tiny"]
+    t0 = time.time()
+    result = {"provenance": provenance({"device": torch.cuda.get_device_name(0) if cuda else "cpu (interpreter)",
+                                        "mode": "mm", "ceilings": H200}), "shapes": {}}
+
+    def late():
+        return time.time() - t0 > budget_s
+
+    for name in shapes:
+        shape = SHAPES[name]
+        B, T, H, D, m = shape
+        print(f"[{name}] {shape} ({time.time() - t0:.0f} s)", flush=True)
+        e = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape))})
+        mmc = {"cov_kernel": "matmul"}
+        _guard(e, "check_matmul", lambda: check(torch, shape, device, sizes=(16, 64) if cuda else (16,),
+                                                config=mmc))
+        base = default_chunk_config(D, m, 1, 16, B * H)
+        cands = [dict(base, C=16, cov_kernel="rows", cov_warps=8)]
+        for C in ((16, 32, 64) if cuda else (16,)):
+            for cw in ((4, 8) if cuda else (4,)):
+                cands.append(dict(base, C=C, cov_kernel="matmul", cov_warps=cw))
+        cov = e.setdefault("cov_pass", {})
+
+        def ckey(c):
+            return (f"{c['cov_kernel']}_C{c['C']}_cw{c['cov_warps']}" + ("_unroll" if c.get("unroll") else "")
+                    + ("" if c.get("cov_precision", "ieee") == "ieee" else "_" + c["cov_precision"]))
+
+        def tcov(c):
+            k = ckey(c)
+            if k not in cov and not late():
+                _guard(cov, k, lambda: time_passes(torch, shape, device, c["C"],
+                                                   {n: v for n, v in c.items() if n != "C"}, only="cov"))
+            v = cov.get(k)
+            return v if isinstance(v, float) else float("inf")
+        for c in cands:
+            tcov(c)
+        best = min(cands[1:], key=tcov)
+        # full unrolling of the row loop only for C <= 32 (C = 64 unrolled is a long compile)
+        best = min([best, dict(best, cov_precision="tf32x3")] + ([dict(best, unroll=True)] if best["C"] <= 32
+                                                                 else []), key=tcov)
+        mean = e.setdefault("mean_pass", {})
+        mcands = []
+        for bv, mw in ((16, 4), (32, 8), (64, 8)):
+            for prec in ("ieee", "tf32x3"):
+                if bv <= max(16, m):
+                    mcands.append(dict(best, BV=bv, mean_warps=mw, mean_precision=prec))
+
+        def tmean(c):
+            k = f"BV{c['BV']}_mw{c['mean_warps']}_{c['mean_precision']}"
+            if k not in mean and not late():
+                _guard(mean, k, lambda: time_passes(torch, shape, device, c["C"],
+                                                    {n: v for n, v in c.items() if n != "C"}, only="mean"))
+            v = mean.get(k)
+            return v if isinstance(v, float) else float("inf")
+        for c in mcands:
+            tmean(c)
+        best_ieee = min([c for c in mcands if c["mean_precision"] == "ieee"], key=tmean)
+        best_any = min(mcands, key=tmean)
+        t = e.setdefault("times", {})
+        x = _inputs(torch, shape, device, 2)
+        for tag, c in (("ieee", dict(best_ieee, cov_precision="ieee")), ("best", best_any)):
+            cfg = {n: v for n, v in c.items() if n != "C"}
+            t[f"config_{tag}"] = c
+            _guard(t, f"chunk_fwd_{tag}", lambda: _bench(
+                torch, lambda: chunk_bl(**x, chunk_size=c["C"], validate=False, config=cfg), device))
+            if tag == "best" and best_any != best_ieee:
+                _guard(t, "check_best", lambda: check(torch, shape, device, sizes=(c["C"],), config=cfg))
+        c = best_ieee
+        cfg = {n: v for n, v in c.items() if n != "C"}
+        leaves = {n: v.clone().requires_grad_(True) for n, v in x.items()}
+        do = torch.randn(B, T, H, m, device=device)
+
+        def fb():
+            o, _ = chunk_bl(**leaves, chunk_size=c["C"], validate=False, config=cfg)
+            o.backward(do)
+        _guard(t, "chunk_fwdbwd_ieee", lambda: _bench(torch, fb, device))
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base_mem = torch.cuda.memory_allocated()
+            fb()
+            torch.cuda.synchronize()
+            t["chunk_fwdbwd_peak_mem_MB"] = (torch.cuda.max_memory_allocated() - base_mem) / 2**20
+            _guard(t, "fla", lambda: _time_fla(torch, shape, device))
+        if out:
+            _bench_write(result, out)
+    if cuda:
+        small = (2, 300, 2, 32, 16)
+        extra = result.setdefault("extra", {})
+        _guard(extra, "strong_decay_auto", lambda: check(torch, small, device, sizes=(16, 32, 64), strong=True))
+        _guard(extra, "grouped_G2_matmul", lambda: check(torch, small, device, sizes=(16, 64), G=2,
+                                                         config={"cov_kernel": "matmul"}))
+        _guard(extra, "grads_D64_C16", lambda: check_grads(torch, (2, 256, 2, 64, 64), device, C=16))
+    result["seconds"] = time.time() - t0
+    if out:
+        _bench_write(result, out)
+    return result
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", default="S1,S2,S3")
     p.add_argument("--out", default=None)
     p.add_argument("--quick", action="store_true", help="the short second run (see quick())")
+    p.add_argument("--mm", action="store_true", help="the quotient (matmul) covariance kernel's run (see mm())")
+    p.add_argument("--budget-s", type=float, default=400.0)
     a = p.parse_args(argv)
+    if a.mm:
+        mm([s.strip() for s in a.shapes.split(",") if s.strip()], a.out, a.budget_s)
+        return 0
     if a.quick:
         quick([s.strip() for s in a.shapes.split(",") if s.strip()], a.out)
         return 0

@@ -209,3 +209,102 @@ def chunk_mean_fwd_kernel(q_ptr, k_ptr, v_ptr, a_ptr, beta_ptr, w_ptr, aq_ptr, u
         Ut = tl.load(ut_ptr + ((i_bhg * NT + n) * C + ri) * D + rc, mask=mc, other=0.)
         S = S + tl.dot(tl.trans(Ut), bE, input_precision=PREC)
     tl.store(mT_ptr + i_bh * D * M + rr * M + cv, S, mask=mr & mv)
+
+
+@triton.jit
+def _ldl_row(Sy, Li, bet, t, ri, ci):
+    """Row ``t`` of ``L⁻¹`` and ``β_t`` of ``Σ_y = L diag(1/β) Lᵀ`` from the rows ``< t``
+    (innovations recursion: ``r = L⁻¹_{<t} Σ_y[t, <t]``, ``d_t = Σ_y[t, t] − Σ_j β_j r_j²``,
+    ``L⁻¹[t, ·] = e_t − Σ_j β_j r_j L⁻¹[j, ·]``)."""
+    sc = tl.reduce(tl.where(ri == t, Sy, 0.), 0, _sum, keep_dims=True)         # Σ_y[t, ·], [1, C]
+    stt = tl.reduce(tl.where(ci == t, sc, 0.), 1, _sum, keep_dims=True)        # [1, 1]
+    rj = tl.reduce(Li * sc, 1, _sum, keep_dims=True)                           # [C(j), 1]
+    lam = rj * bet
+    d = stt - tl.reduce(rj * lam, 0, _sum, keep_dims=True)
+    new = tl.where(ci == t, 1., 0.) - tl.reduce(lam * Li, 0, _sum, keep_dims=True)
+    return tl.where(ri == t, new, Li), tl.where(ri == t, 1.0 / d, bet)
+
+
+@triton.jit(do_not_specialize=["T", "NT"])
+def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
+                            u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT,
+                            H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
+                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
+                            UNROLL: tl.constexpr = False):
+    """The covariance pass with every ``C×D`` product hoisted out of the row loop.
+
+    Decay ratios as quotients of cumulative decays *relative to the chunk*:
+    ``R[τ, i] = γ_τ / γ_i``, so with ``Kγ = γ ⊙ K`` and
+    ``Ω̃_i = ω_i / γ_i = P_0 (γ_i ⊙ k_i) + (c_i / γ_i) ⊙ k_i``
+
+        ``Σ_y = tril(Kγ Ω̃ᵀ) + diag(r²)``,  ``Z = L⁻¹ Ω̃``,  ``u_τ = γ_τ ⊙ Z_τ``,
+        ``Aq = tril((γ ⊙ Q) Zᵀ)``,  ``Ũ = γ_C ⊙ Z``,
+        ``P_C = (γ_C γ_Cᵀ) ⊙ (P_0 − Zᵀ diag(β) Z) + diag(c_C)``
+
+    (five matmuls a chunk); the only sequential work left is the ``C×C`` LDLᵀ
+    row recursion (``L⁻¹`` and ``β``) on ``Σ_y``.  The quotient needs
+    ``γ_τ ≠ 0`` and no over/underflow inside a chunk: the caller
+    (:func:`.chunk._decays_safe`) checks the cumulative decays and otherwise
+    runs :func:`chunk_cov_fwd_kernel` (products only).  Same inputs and outputs
+    as that kernel.
+    """
+    pid = tl.program_id(0).to(tl.int64)
+    i_g = pid % G
+    i_bh = pid // G
+    i_b = i_bh // H
+    i_h = i_bh % H
+    rd = tl.arange(0, BD)
+    rr = rd[:, None]
+    rc = rd[None, :]
+    mr = rr < D
+    mc = rc < D
+    ri = tl.arange(0, C)[:, None]
+    ci = tl.arange(0, C)[None, :]
+    eye_c = ri == ci
+    low = ri > ci
+    P = tl.load(p0_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
+    tok = i_b * T * H + i_h
+    for n in range(NT):
+        tr = n * C + ri
+        vr = tr < T
+        tki = tok + tr * H
+        Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)     # [C, BD]
+        L2t = tl.load(l2_ptr + tki, mask=vr, other=0.).to(tl.float32)                 # [C, 1]
+        R2t = tl.load(r2_ptr + tki * G + i_g, mask=vr, other=1.).to(tl.float32)       # [C, 1]
+        if HAS_ALPHA:
+            At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
+            gam, cc = tl.associative_scan((At, tl.where(mc, L2t, 0.)), 0, _decay_noise)
+            Kg = gam * Kt
+            Og = tl.dot(Kg, P, input_precision=PREC) + (cc / gam) * Kt                 # Ω̃ (P symmetric)
+        else:
+            gam = tl.full((C, BD), 1.0, tl.float32)
+            cc = tl.associative_scan(tl.where(mc, L2t, 0.), 0, _sum)
+            Kg = Kt
+            Og = tl.dot(Kt, P, input_precision=PREC) + cc * Kt
+        Sy = tl.dot(Kg, tl.trans(Og), input_precision=PREC)                               # [C(τ), C(i)]
+        Sy = tl.where(eye_c, Sy + R2t, Sy)
+        # LDLᵀ of Σ_y one row at a time (innovations recursion), C×C tiles only
+        Li = tl.full((C, C), 0., tl.float32)                   # rows of L⁻¹ (j, i)
+        bet = tl.full((C, 1), 0., tl.float32)                  # β_j
+        if UNROLL:
+            for t in tl.static_range(C):
+                Li, bet = _ldl_row(Sy, Li, bet, t, ri, ci)
+        else:
+            for t in range(C):
+                Li, bet = _ldl_row(Sy, Li, bet, t, ri, ci)
+        Z = tl.dot(Li, Og, input_precision=PREC)                                          # [C, BD]
+        Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+        Aq = tl.dot(gam * Qt, tl.trans(Z), input_precision=PREC)
+        Aq = tl.where(low | eye_c, Aq, 0.)
+        cb = (pid * NT + n) * C * C
+        tl.store(aq_ptr + cb + ri * C + ci, Aq)
+        tl.store(w_ptr + cb + ri * C + ci, bet * Li)
+        tl.store(u_ptr + (tki * G + i_g) * D + rc, gam * Z, mask=vr & mc)
+        tl.store(beta_ptr + tki * G + i_g, bet, mask=vr)
+        glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)      # [1, BD]
+        clast = tl.reduce(tl.where(ri == C - 1, cc, 0.), 0, _sum, keep_dims=True)
+        tl.store(ut_ptr + ((pid * NT + n) * C + ri) * D + rc, glast * Z, mask=mc)
+        P = P - tl.dot(tl.trans(Z * bet), Z, input_precision=PREC)
+        P = P * (tl.trans(glast) * glast) + tl.where((rr == rc) & mr, clast, 0.)
+        P = 0.5 * (P + tl.trans(P))
+    tl.store(pT_ptr + pid * D * D + rr * D + rc, P, mask=mr & mc)

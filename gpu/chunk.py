@@ -167,7 +167,38 @@ def default_chunk_config(D: int, m: int, G: int, C: int, BH: int = 0) -> dict:  
     cov_warps = 4 if BD <= 32 else 8
     mean_warps = 8 if BV * BD >= 4096 else 4
     return {"BD": BD, "BV": BV, "cov_warps": cov_warps, "mean_warps": mean_warps, "mean_precision": "ieee",
-            "cov_precision": "ieee"}
+            "cov_precision": "ieee", "cov_kernel": "auto"}
+
+
+# |log γ| bound inside a chunk for the quotient form of the covariance pass: e^60 ≈ 1e26 keeps
+# γ_τ/γ_i, c_i/γ_i and their products with keys inside fp32's range (≈ 1e±38) with room to spare
+LOG_GAMMA_BOUND = 60.0
+COV_KERNELS = ("auto", "matmul", "rows")
+
+
+def _decays_safe(a, C: int) -> bool:
+    """Whether every cumulative decay inside every chunk, ``γ_τ = α_0 ⊙ … ⊙ α_τ`` (relative
+    to the chunk start), is non-zero with ``|log|γ_τ|| ≤ LOG_GAMMA_BOUND``: the condition of
+    the quotient (matmul) form of the covariance pass.  ``a``: decays ``[B, T, H, D]``."""
+    if a is None:
+        return True
+    B, T, H, D = a.shape
+    NT = -(-T // C)
+    la = torch.log(a.detach().abs().float())
+    if NT * C != T:
+        la = torch.cat([la, la.new_zeros(B, NT * C - T, H, D)], 1)
+    cum = la.view(B, NT, C, H, D).cumsum(2)
+    return bool(torch.isfinite(cum).all() & (cum.abs().amax() <= LOG_GAMMA_BOUND))
+
+
+def _cov_kernel(K, cfg, a, C):
+    """The covariance-pass kernel for these decays (``cfg["cov_kernel"]``: auto / matmul / rows)."""
+    kind = cfg.get("cov_kernel", "auto")
+    if kind not in COV_KERNELS:
+        raise ValueError(f"config['cov_kernel'] must be one of {COV_KERNELS} (got {kind!r})")
+    if kind == "auto":
+        kind = "matmul" if _decays_safe(a, C) else "rows"
+    return K.chunk_cov_fwd_mm_kernel if kind == "matmul" else K.chunk_cov_fwd_kernel
 
 
 def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
@@ -191,10 +222,12 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
     Aq = _empty((B, H, G, NT, C, C), f32, dev)
     Ut = _empty((B, H, G, NT, C, D), f32, dev)
     PT = _empty((B, H, G, D, D), f32, dev)
-    K.chunk_cov_fwd_kernel[(B * H * G,)](
+    kern = _cov_kernel(K, cfg, a, C)
+    extra = {"UNROLL": bool(cfg.get("unroll", False))} if kern is K.chunk_cov_fwd_mm_kernel else {}
+    kern[(B * H * G,)](
         q, k, a if a is not None else dummy, l2, r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
         H=H, G=G, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=a is not None, PREC=cfg.get("cov_precision", "ieee"),
-        num_warps=cfg["cov_warps"], num_stages=cfg.get("stages", 1))
+        num_warps=cfg["cov_warps"], num_stages=cfg.get("stages", 1), **extra)
     o = _empty((B, T, H, m), v.dtype, dev)
     e = _empty((B, T, H, m), f32, dev) if need_e else dummy
     MT = _empty((B, H, D, m), f32, dev)

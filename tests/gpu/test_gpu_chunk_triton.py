@@ -41,15 +41,22 @@ CASES = [  # (B, T, H, D, m, G, C, decay, init, l2_zero)
 ]
 
 
+@pytest.mark.parametrize("kernel", ["auto", "rows"])
 @pytest.mark.parametrize("B,T,H,D,m,G,C,decay,init,l2_zero", CASES)
 def test_kernel_equals_numpy_filter_and_recurrences(interpret, make_inputs, numpy_reference, relerr,
-                                                    B, T, H, D, m, G, C, decay, init, l2_zero):
+                                                    B, T, H, D, m, G, C, decay, init, l2_zero, kernel):
+    """Both covariance kernels: ``auto`` takes the quotient (matmul) form unless a chunk's
+    cumulative decay reaches 0 (the signed-zeros case), ``rows`` the products-only form."""
+    from assocmem.gpu.chunk import _decays_safe
+
     x = make_inputs(B, T, H, D, m, G, alpha=decay != "none", init=init, seed=T + C + D)
     x = _decays(x, decay, T)
     if l2_zero:
         x["l2"] = torch.zeros_like(x["l2"])
+    if kernel == "auto":
+        assert _decays_safe(x["alpha"], C) == (decay != "signed_zeros")
     o_np, M_np, P_np, _ = numpy_reference(x)
-    o, (M, P) = chunk_bl(**x, chunk_size=C, output_final_state=True)
+    o, (M, P) = chunk_bl(**x, chunk_size=C, output_final_state=True, config={"cov_kernel": kernel})
     assert not (torch.isnan(o).any() or torch.isnan(M).any() or torch.isnan(P).any())
     assert o.dtype == x["v"].dtype and M.dtype == torch.float32
     P_np = np.asarray(P_np) if G > 1 else np.asarray(P_np)
@@ -63,15 +70,41 @@ def test_kernel_equals_numpy_filter_and_recurrences(interpret, make_inputs, nump
     assert relerr(of, o) < FP32 and relerr(Pf, P) < FP32 and relerr(o_r, o) < FP32
 
 
-def test_write_direction_and_precision_equal_the_recurrence(interpret, make_inputs, relerr):
+@pytest.mark.parametrize("kernel", ["matmul", "rows"])
+def test_write_direction_and_precision_equal_the_recurrence(interpret, make_inputs, relerr, kernel):
     """u_t and β_t (the fused backward's inputs) equal the token-by-token kernel's."""
     from assocmem.gpu import fused_recurrent_bl_trace
 
     x = make_inputs(1, 37, 2, 8, 4, 2, alpha=True, init=True, seed=3)
-    _, _, u, b = chunk_bl_trace(**x, chunk_size=16)
+    _, _, u, b = chunk_bl_trace(**x, chunk_size=16, config={"cov_kernel": kernel})
     _, _, uf, bf = fused_recurrent_bl_trace(**x)
     assert u.shape == uf.shape and b.shape == bf.shape
     assert relerr(uf, u) < FP32 and relerr(bf, b) < FP32
+
+
+def test_quotient_form_guard():
+    """``_decays_safe`` bounds |log γ| inside each chunk (not over the whole sequence)."""
+    from assocmem.gpu.chunk import LOG_GAMMA_BOUND, _decays_safe
+
+    a = torch.full((1, 64, 1, 3), 0.5)
+    # 16 tokens of 0.5 per chunk: |log γ| ≤ 16 log 2 ≈ 11; over 64 tokens it would be 44
+    assert _decays_safe(a, 16) and _decays_safe(a, 64)
+    deep = float(torch.exp(torch.tensor(-LOG_GAMMA_BOUND / 10)))   # 16 of these: 1.6x the bound
+    a[0, :16, 0, 1] = deep
+    assert not _decays_safe(a, 16)
+    b = torch.full((1, 64, 1, 3), 0.5)
+    b[0, 21, 0, 1] = deep                        # one deep decay in chunk 1: |log γ| = 6 + 15 log 2
+    b[0, 32:, 0, 1] = deep                       # chunks 2 and 3: sixteen each, past the bound
+    assert not _decays_safe(b, 16)
+    b[0, 32:, 0, 1] = 1.0
+    assert _decays_safe(b, 16)
+    z = torch.full((1, 20, 1, 2), 0.9)
+    z[0, 3, 0, 0] = 0.0
+    assert not _decays_safe(z, 16)                                 # γ = 0: no quotient
+    assert _decays_safe(None, 16)
+    big = torch.full((1, 16, 1, 1), 1e3)                           # growth overflows the other way
+    assert not _decays_safe(big, 16)
+    assert _decays_safe(big[:, :8], 16)                            # 8 log(1e3) ≈ 55 ≤ 60 (padding adds 0)
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -133,6 +166,8 @@ def test_dispatch_and_bad_input(monkeypatch, make_inputs):
     bad = dict(x, l2=-x["l2"])
     with pytest.raises(ValueError, match="l2"):
         chunk_bl(**bad)
+    with pytest.raises(ValueError, match="cov_kernel"):
+        chunk_bl(**x, chunk_size=16, config={"cov_kernel": "fast"})
     with pytest.raises(ValueError, match="chunk_bl_trace"):
         monkeypatch.delenv("TRITON_INTERPRET")
         chunk_bl_trace(**x)
