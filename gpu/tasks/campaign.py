@@ -5,14 +5,24 @@ runs from :data:`PRIORITY` on every worker slot until ``budget_s`` minus
 ``reserve_s`` has passed, lets the running ones finish, and stops (killing
 only its own children) at ``budget_s``.  Results land in
 ``OUT/TASK/MODEL_sSEED.json`` as usual; what was not run is printed.
+
+``--longest-first`` starts the heaviest runs first (:func:`cost`, a rough
+estimate), so the long ones get the whole window while the short ones fill
+the slots they free; ties keep the priority order.  A run stopped at the time
+limit leaves its checkpoint; the campaign then writes
+``OUT/TASK/MODEL_sSEED.partial.json`` from it (the training curve so far, the
+step reached, the curriculum state), which the plots and claim checks do not
+treat as a result (it has no evaluation).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 
 from .sweep import grid, run_jobs
-from .train import CURRICULUM_MODELS, STRESS_MODELS
+from .train import CURRICULUM_MODELS, CURRICULUM_STEPS, STRESS_MODELS, run_name
 
 
 def priority():
@@ -32,6 +42,54 @@ def priority():
     return jobs
 
 
+def cost(job) -> float:
+    """Rough relative device time of one run (a learned-collision run = 1).
+
+    The BL-task runs are launch-bound (about a minute alone on an H200);
+    the swap models at length 16 are lighter.  The heavy ones are the
+    curriculum arms (5,000 steps, sequences up to 256; the direct arm trains
+    at 256 throughout) and the stress test (batch 64 of ``3n`` tokens, a
+    ``3n × 3n`` triangular solve per sequence).
+    """
+    task, model, _ = job
+    if model.startswith("direct-"):
+        return 4.0 * CURRICULUM_STEPS / 5000
+    if model.startswith("curriculum-"):
+        return 3.0 * CURRICULUM_STEPS / 5000
+    if model.startswith("stress-"):
+        return {128: 1.2, 256: 1.6, 512: 2.5}.get(int(model.rsplit("-", 1)[1]), 2.5)
+    if task == "swap_tracking":
+        return 0.5
+    return 1.0
+
+
+def longest_first(jobs):
+    """``jobs`` sorted by decreasing :func:`cost` (stable: equal costs keep their order)."""
+    return sorted(jobs, key=lambda j: -cost(j))
+
+
+def write_partials(jobs, out) -> list[Path]:
+    """For every job without a result JSON but with a checkpoint: ``NAME.partial.json`` from the checkpoint."""
+    import torch
+
+    paths = []
+    for task, model, seed in jobs:
+        d = Path(out) / task
+        name = run_name(model, seed)
+        ck_path = d / f"{name}.ckpt.pt"
+        if (d / f"{name}.json").exists() or not ck_path.exists():
+            continue
+        ck = torch.load(ck_path, map_location="cpu", weights_only=False)
+        rec = {"task": task, "model": model, "seed": seed, "status": "stopped at the campaign's time limit",
+               "step": ck["step"], "wall_s": round(ck.get("wall_s", 0.0), 1), "curve": ck["curve"]}
+        if ck.get("curriculum") is not None:
+            rec["curriculum"] = ck["curriculum"]
+        p = d / f"{name}.partial.json"
+        p.write_text(json.dumps(rec, indent=1), encoding="utf-8")
+        paths.append(p)
+    return paths
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m assocmem.gpu.tasks.campaign")
     ap.add_argument("--out", default="results")
@@ -41,15 +99,21 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="only the first N runs of the priority list")
     ap.add_argument("--steps", type=int, default=None, help="override every run's steps (tests)")
     ap.add_argument("--batch-size", type=int, default=None, help="override every run's batch size (tests)")
+    ap.add_argument("--longest-first", action="store_true",
+                    help="start the heaviest runs first (see cost()); the default is the priority order")
     args = ap.parse_args(argv)
     t0 = time.time()
     jobs = priority()[: args.limit]
+    if args.longest_first:
+        jobs = longest_first(jobs)
     recs = run_jobs(jobs, out=args.out, workers_per_device=args.workers_per_device, steps=args.steps,
                     batch_size=args.batch_size,
                     deadline=t0 + args.budget_s - args.reserve_s, kill_at=t0 + args.budget_s,
                     log=lambda m: print(f"[{time.time() - t0:6.1f}s] {m}", flush=True))
     ok = sum(r["rc"] == 0 for r in recs)
     print(f"campaign: {ok}/{len(jobs)} runs finished in {time.time() - t0:.0f}s", flush=True)
+    for p in write_partials(jobs, args.out):
+        print(f"partial (stopped at the limit): {p}", flush=True)
     return 0
 
 

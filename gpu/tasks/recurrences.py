@@ -169,7 +169,16 @@ def diag_covariance_pass(k, l2, r2, p0: float = 1.0, P0=None):
     return torch.stack(us, 1), torch.stack(bs, 1), p
 
 
-def diag_bl(q, k, v, l2, r2, p0: float = 1.0, chunk_size: int = 64):
-    """Diagonal-covariance BL: covariance pass then the chunked mean pass."""
-    u, beta, _ = diag_covariance_pass(k, l2, r2, p0)
+def diag_bl(q, k, v, l2, r2, p0: float = 1.0, chunk_size: int = 64, fused=None):
+    """Diagonal-covariance BL: covariance pass then the chunked mean pass.
+
+    ``fused``: run the covariance pass as Triton kernels
+    (:mod:`.diag_fused`: one launch forward and one backward instead of a
+    dozen per token); ``None`` picks them for CUDA tensors, and for CPU
+    tensors under ``TRITON_INTERPRET=1``.
+    """
+    from . import diag_fused as DF
+    if fused is None:
+        fused = DF.use_fused(k.device)
+    u, beta, _ = (DF.diag_covariance_pass_fused if fused else diag_covariance_pass)(k, l2, r2, p0)
     return chunk_delta(q, k, v, beta, w=u, chunk_size=chunk_size)[0]

@@ -94,6 +94,77 @@ def test_diag_bl_is_numpy_diag_variant(T, D, p0, seed):
     _close(o, tr.y)
 
 
+def _diag_pass_and_grads(fn, k, l2, r2, P0, seed=5):
+    """``(u, β, p_T)`` and the gradients of a random linear functional of them w.r.t. k, ℓ², r², P0."""
+    g = torch.Generator().manual_seed(seed)
+    leaves = [x.clone().requires_grad_(True) for x in (k, l2, r2, P0)]
+    u, b, p = fn(*leaves[:3], P0=leaves[3])
+    w = [torch.randn(x.shape, generator=g, dtype=x.dtype) for x in (u, b, p)]
+    sum((x * y).sum() for x, y in zip((u, b, p), w)).backward()
+    return [u.detach(), b.detach(), p.detach()] + [x.grad for x in leaves]
+
+
+@given(T=st.integers(1, 40), D=st.integers(1, 20), H=st.integers(1, 3), seed=st.integers(0, 999))
+@settings(max_examples=12)
+def test_fused_diag_covariance_pass_equals_torch_form(T, D, H, seed):
+    """The Triton covariance pass (interpreted here) = the token-by-token torch form: values and gradients."""
+    pytest.importorskip("triton")
+    from assocmem.gpu.tasks import diag_fused as DF
+
+    _, k, _, l2, r2, g = _inputs(2, T, H, D, 1, seed, unit=seed % 2 == 0)
+    P0 = 0.2 + torch.rand(2, H, D, generator=g, dtype=f64)
+    ref = _diag_pass_and_grads(R.diag_covariance_pass, k, l2, r2, P0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRITON_INTERPRET", "1")
+        assert DF.use_fused(torch.device("cpu"))
+        out = _diag_pass_and_grads(DF.diag_covariance_pass_fused, k, l2, r2, P0)
+    for name, a, b in zip(("u", "beta", "p_T", "dk", "dl2", "dr2", "dP0"), out, ref):
+        assert a.shape == b.shape, name
+        assert float((a - b).abs().max()) <= 1e-12 * max(1.0, float(b.abs().max())), name
+
+
+def test_fused_diag_in_the_mixer_fp32_and_expanded_keys(monkeypatch):
+    """The diag mixer with its expanded (stride-0 head) keys: fused fp32 pass vs torch form, output and grads."""
+    pytest.importorskip("triton")
+    torch.manual_seed(3)
+    mix = Mo.AddressMixer("diag", d_model=16, n_heads=4, head_dim=16)
+    h = torch.randn(3, 23, 16)
+    keys = torch.nn.functional.normalize(torch.randn(3, 23, 16), dim=-1)
+
+    def run(interp):
+        if interp:
+            monkeypatch.setenv("TRITON_INTERPRET", "1")
+        else:
+            monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+        mix.zero_grad()
+        o = mix(h, keys)
+        (o * torch.linspace(-1, 1, o.numel()).reshape(o.shape)).sum().backward()
+        return o.detach(), [p.grad.clone() for p in mix.parameters()]
+
+    o_ref, g_ref = run(False)
+    o_fus, g_fus = run(True)
+    assert float((o_fus - o_ref).abs().max()) <= 1e-5 * float(o_ref.abs().max())
+    for a, b in zip(g_fus, g_ref):
+        assert float((a - b).abs().max()) <= 1e-4 * max(1e-6, float(b.abs().max()))
+
+
+def test_diag_bl_dispatch(monkeypatch):
+    """diag_bl runs the torch form on plain CPU and the kernels under TRITON_INTERPRET=1 (same numbers)."""
+    pytest.importorskip("triton")
+    from assocmem.gpu.tasks import diag_fused as DF
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert not DF.use_fused(torch.device("cpu"))
+    q, k, v, l2, r2, _ = _inputs(1, 13, 2, 5, 3, 7)
+    a = R.diag_bl(q, k, v, l2, r2, p0=0.7)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    b = R.diag_bl(q, k, v, l2, r2, p0=0.7)
+    c = R.diag_bl(q, k, v, l2, r2, p0=0.7, fused=False)
+    assert float((a - b).abs().max()) <= 1e-12 and torch.equal(a, c)
+    with pytest.raises(ValueError, match="l2, r2"):
+        DF.diag_covariance_pass_fused(k, l2[:, :-1], r2)
+
+
 @pytest.mark.parametrize("kind, variant", [("bl", "dense"), ("diag", "diag"), ("reset", "reset"),
                                            ("delta", "reset"), ("linear", "linear"), ("gla", "linear")])
 def test_address_mixer_wiring_matches_numpy(kind, variant):

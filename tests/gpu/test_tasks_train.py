@@ -137,6 +137,34 @@ def test_sweep_grid_and_skip(tmp_path):
     assert len(set(pri)) == len(pri)
 
 
+def test_campaign_longest_first_and_partials(tmp_path):
+    """--longest-first: heavy runs first, ties in priority order; a stopped run's checkpoint -> .partial.json."""
+    from assocmem.gpu.tasks import campaign
+
+    pri = campaign.priority()
+    lf = campaign.longest_first(pri)
+    assert sorted(lf) == sorted(pri)
+    costs = [campaign.cost(j) for j in lf]
+    assert costs == sorted(costs, reverse=True)
+    assert lf[0][1].startswith("direct-") and campaign.cost(("swap_tracking", "stress-round2-512", 0)) > 1
+    light = [j for j in lf if campaign.cost(j) == 1.0]
+    assert light == [j for j in pri if campaign.cost(j) == 1.0]          # stable
+    # a run stopped at the limit: checkpoint but no JSON -> partial record; finished runs are left alone
+    d = tmp_path / "swap_tracking"
+    d.mkdir()
+    torch.save({"step": 500, "wall_s": 12.3, "curve": [{"step": 25, "acc": 0.5, "length": 32}],
+                "curriculum": {"stage": 1}}, d / "curriculum-round2-nope_s0.ckpt.pt")
+    torch.save({"step": 500, "curve": []}, d / "stress-linear-128_s0.ckpt.pt")
+    (d / "stress-linear-128_s0.json").write_text("{}")
+    jobs = [("swap_tracking", "curriculum-round2-nope", 0), ("swap_tracking", "stress-linear-128", 0),
+            ("swap_tracking", "direct-linear-rope", 0)]
+    paths = campaign.write_partials(jobs, tmp_path)
+    assert [p.name for p in paths] == ["curriculum-round2-nope_s0.partial.json"]
+    rec = json.loads(paths[0].read_text())
+    assert rec["step"] == 500 and rec["curriculum"] == {"stage": 1} and rec["curve"][0]["length"] == 32
+    assert "eval" not in rec and plots.load_results(tmp_path, "swap_tracking") == []
+
+
 @pytest.mark.slow
 def test_sweep_runs_a_job_in_a_subprocess(tmp_path):
     recs = Sw.run_jobs([("random_keys", "linear", 0)], out=tmp_path, steps=2, batch_size=2, log=lambda m: None)
