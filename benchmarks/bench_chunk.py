@@ -153,7 +153,7 @@ def sweep(torch, shape, device):
 
     cands = [dict(default_chunk_config(D, m, 1, C, B * H), C=C) for C in (16, 32, 64)]
     best = min(cands, key=run)
-    w = best["cov_warps"]
+    w = best["cov_warps"] or (4 if D <= 64 else 8)
     best = min([best] + [dict(best, cov_warps=v) for v in (w // 2, w * 2) if 4 <= v <= 16], key=run)
     alts = [dict(best, BV=bv, mean_warps=mw) for bv, mw in ((16, 4), (32, 8), (64, 8)) if bv <= max(16, m)]
     best = min([best] + alts, key=run)
@@ -181,13 +181,13 @@ def time_passes(torch, shape, device, C, cfg, only=None):
     Ut = torch.empty(B, H, 1, NT, C, D, **f32)
 
 
-    kern = _cov_kernel(K, cfg, x["alpha"], C)
+    kern, warps = _cov_kernel(K, cfg, x["alpha"], C)
     extra = {"UNROLL": bool(cfg.get("unroll", False))} if kern is K.chunk_cov_fwd_mm_kernel else {}
 
     def cov():
         kern[(B * H,)](x["q"], x["k"], x["alpha"], x["l2"], r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
                        H=H, G=1, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=True, PREC=cfg.get("cov_precision", "ieee"),
-                       num_warps=cfg["cov_warps"], num_stages=cfg.get("stages", 1), **extra)
+                       num_warps=warps, num_stages=cfg.get("stages", 1), **extra)
     cov()
     NVG = -(-m // cfg["BV"])
 

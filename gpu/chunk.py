@@ -150,23 +150,25 @@ def default_chunk_config(D: int, m: int, G: int, C: int, BH: int = 0) -> dict:  
 
     ``BD``: the key dimension padded to a power of two ≥ 16 (``tl.dot`` needs 16);
     ``BV``: value columns per mean program (power of two ≥ 16, at most 64);
-    warps per pass; ``stages=1``: no software pipelining of the chunk loop
+    warps per pass (``cov_warps=None``: chosen with the covariance kernel, see
+    :func:`_cov_kernel`); ``stages=1``: no software pipelining of the chunk loop
     (Triton's default of 3 stages triples the shared memory of the loads, past
-    the H200's 227 KB at ``C = 64``).  ``benchmarks/h200_chunk.json`` has the
-    sweep behind the choices.
+    the H200's 227 KB at ``C = 64``).  The sweeps behind the choices:
+    ``benchmarks/h200_chunk.json`` (products-only kernel) and
+    ``benchmarks/h200_chunk_mm.json`` (quotient kernel, value-side precision).
     """
     from .fused_recurrent import _pow2
 
     BD = max(16, _pow2(D))
     mg = m // G
-    # H200 sweep: BV = 64 with 8 warps at D = 64 (S1 3.61 ms against 4.00 with BV = 16;
-    # S3 within 4 %), BV = 16 with 4 warps at D = 128 (BV = 64 spills: 26.7 against 10.8 ms)
-    BV = max(16, min(64 if BD <= 64 else 16, _pow2(mg)))
-    # from offline sm_90 compiles (registers / spills) and the same sweep: 8 covariance
-    # warps at D = 64 and at D = 128
-    cov_warps = 4 if BD <= 32 else 8
+    # H200 sweeps: BV = 64 with 8 warps at every D.  At D = 64 in full fp32 (S1: 0.67 ms against
+    # 1.06 with BV = 16); at D = 128 the fp32 products of BV = 64 spill (19.2 ms) and 3xTF32 runs
+    # them on tensor cores without spilling (1.92 ms against 3.19 for the best fp32 block, with
+    # the same error against float64, 3.6e-7 vs 3.8e-7)
+    BV = max(16, min(64, _pow2(mg)))
     mean_warps = 8 if BV * BD >= 4096 else 4
-    return {"BD": BD, "BV": BV, "cov_warps": cov_warps, "mean_warps": mean_warps, "mean_precision": "ieee",
+    mean_precision = "ieee" if BD <= 64 else "tf32x3"
+    return {"BD": BD, "BV": BV, "cov_warps": None, "mean_warps": mean_warps, "mean_precision": mean_precision,
             "cov_precision": "ieee", "cov_kernel": "auto"}
 
 
@@ -192,13 +194,29 @@ def _decays_safe(a, C: int) -> bool:
 
 
 def _cov_kernel(K, cfg, a, C):
-    """The covariance-pass kernel for these decays (``cfg["cov_kernel"]``: auto / matmul / rows)."""
+    """The covariance-pass kernel and its warps, ``(kernel, warps)``.
+
+    ``cfg["cov_kernel"]``: ``"matmul"`` (quotient form), ``"rows"`` (products
+    only) or ``"auto"``: the quotient form where it is valid (:func:`_decays_safe`)
+    and faster (H200, ``benchmarks/h200_chunk_mm.json``), i.e. ``BD ≤ 64`` and
+    ``C ≤ 32`` (S1: 1.92 ms at ``C = 16``, 2.66 at 32, against 2.92 and 4.45 for
+    the row kernel); at ``BD = 128`` or ``C = 64`` its registers spill (S2: 30 ms
+    against 7.6; S1 at ``C = 64``: 16.8 against 6.5).  Warps, unless
+    ``cfg["cov_warps"]`` sets them: quotient kernel 4 at ``C = 16`` (against 2.24
+    ms with 8), 8 at ``C = 32`` (against 16.9 with 4); row kernel 8 above ``BD = 32``.
+    """
     kind = cfg.get("cov_kernel", "auto")
     if kind not in COV_KERNELS:
         raise ValueError(f"config['cov_kernel'] must be one of {COV_KERNELS} (got {kind!r})")
     if kind == "auto":
-        kind = "matmul" if _decays_safe(a, C) else "rows"
-    return K.chunk_cov_fwd_mm_kernel if kind == "matmul" else K.chunk_cov_fwd_kernel
+        kind = "matmul" if cfg["BD"] <= 64 and C <= 32 and _decays_safe(a, C) else "rows"
+    warps = cfg.get("cov_warps")
+    if warps is None:
+        if kind == "matmul":
+            warps = 4 if C <= 16 else 8
+        else:
+            warps = 4 if cfg["BD"] <= 32 else 8
+    return (K.chunk_cov_fwd_mm_kernel if kind == "matmul" else K.chunk_cov_fwd_kernel), warps
 
 
 def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
@@ -222,12 +240,12 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
     Aq = _empty((B, H, G, NT, C, C), f32, dev)
     Ut = _empty((B, H, G, NT, C, D), f32, dev)
     PT = _empty((B, H, G, D, D), f32, dev)
-    kern = _cov_kernel(K, cfg, a, C)
+    kern, warps = _cov_kernel(K, cfg, a, C)
     extra = {"UNROLL": bool(cfg.get("unroll", False))} if kern is K.chunk_cov_fwd_mm_kernel else {}
     kern[(B * H * G,)](
         q, k, a if a is not None else dummy, l2, r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
         H=H, G=G, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=a is not None, PREC=cfg.get("cov_precision", "ieee"),
-        num_warps=cfg["cov_warps"], num_stages=cfg.get("stages", 1), **extra)
+        num_warps=warps, num_stages=cfg.get("stages", 1), **extra)
     o = _empty((B, T, H, m), v.dtype, dev)
     e = _empty((B, T, H, m), f32, dev) if need_e else dummy
     MT = _empty((B, H, D, m), f32, dev)

@@ -53,8 +53,10 @@ def test_kernel_equals_numpy_filter_and_recurrences(interpret, make_inputs, nump
     x = _decays(x, decay, T)
     if l2_zero:
         x["l2"] = torch.zeros_like(x["l2"])
-    if kernel == "auto":
+    if kernel == "auto" and decay != "none":
         assert _decays_safe(x["alpha"], C) == (decay != "signed_zeros")
+    if kernel == "auto" and C == 64:
+        kernel = "matmul"                  # auto takes the row kernel at C = 64: test the quotient one too
     o_np, M_np, P_np, _ = numpy_reference(x)
     o, (M, P) = chunk_bl(**x, chunk_size=C, output_final_state=True, config={"cov_kernel": kernel})
     assert not (torch.isnan(o).any() or torch.isnan(M).any() or torch.isnan(P).any())
@@ -187,3 +189,23 @@ def test_bl_chunked_triton_claim_layer(monkeypatch):
     ev = Evidence()
     bl_chunked.chunked_triton(ev)
     assert ev.failures
+
+
+def test_covariance_kernel_choice(interpret):
+    """``auto`` takes the quotient kernel only where it is valid and was faster on the H200."""
+    from assocmem.gpu.chunk import _cov_kernel, chunk_kernels, default_chunk_config
+
+    K = chunk_kernels(True)
+    a = torch.full((1, 40, 1, 8), 0.9)
+    pick = lambda D, C, a=a, **kw: _cov_kernel(K, dict(default_chunk_config(D, D, 1, C), **kw), a, C)  # noqa: E731
+    assert pick(64, 16) == (K.chunk_cov_fwd_mm_kernel, 4)
+    assert pick(64, 32) == (K.chunk_cov_fwd_mm_kernel, 8)
+    assert pick(64, 64) == (K.chunk_cov_fwd_kernel, 8)
+    assert pick(128, 16) == (K.chunk_cov_fwd_kernel, 8)
+    assert pick(16, 16, a=None) == (K.chunk_cov_fwd_mm_kernel, 4)
+    z = a.clone()
+    z[0, 3, 0, 2] = 0.0
+    assert pick(64, 16, a=z) == (K.chunk_cov_fwd_kernel, 8)
+    assert pick(64, 16, a=z, cov_kernel="matmul", cov_warps=2) == (K.chunk_cov_fwd_mm_kernel, 2)
+    assert default_chunk_config(128, 128, 1, 16)["mean_precision"] == "tf32x3"
+    assert default_chunk_config(64, 64, 1, 16)["mean_precision"] == "ieee"
