@@ -525,14 +525,65 @@ def mm(shapes, out, budget_s=400.0):
     return result
 
 
+def mm2(shapes, out):
+    """A short device run after the transposed-factor change of the quotient kernel's row loop: the
+    check (C = 16, NaN-poisoned, float64), the covariance pass alone at 4 and 8 warps (and
+    unrolled at 4), the forward with the defaults, and fla's GDN forward in the same process."""
+    import torch
+
+    from assocmem.gpu import chunk_bl
+    from assocmem.gpu.bench import _inputs, _time_fla
+    from assocmem.gpu.chunk import default_chunk_config
+    from assocmem.provenance import provenance
+
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    if not cuda:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        shapes = ["tiny"]
+    t0 = time.time()
+    result = {"provenance": provenance({"device": torch.cuda.get_device_name(0) if cuda else "cpu (interpreter)",
+                                        "mode": "mm2"}), "shapes": {}}
+    for name in shapes:
+        shape = SHAPES[name]
+        B, T, H, D, m = shape
+        print(f"[{name}] {shape} ({time.time() - t0:.0f} s)", flush=True)
+        e = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape))})
+        if name != "S3":
+            _guard(e, "check_default_C16", lambda: check(torch, shape, device, sizes=(16,)))
+        base = default_chunk_config(D, m, 1, 16, B * H)
+        if D <= 64:
+            for tag, extra in (("cw4", {"cov_warps": 4}), ("cw8", {"cov_warps": 8}),
+                               ("cw4_unroll", {"cov_warps": 4, "unroll": True})):
+                cfg = dict(base, cov_kernel="matmul", **extra)
+                _guard(e, f"cov_pass_matmul_C16_{tag}", lambda: time_passes(torch, shape, device, 16, cfg,
+                                                                            only="cov"))
+        x = _inputs(torch, shape, device, 2)
+        _guard(e, "chunk_fwd_default_C16", lambda: _bench(
+            torch, lambda: chunk_bl(**x, chunk_size=16, validate=False), device))
+        if cuda:
+            _guard(e, "fla", lambda: {k: v for k, v in _time_fla(torch, shape, device).items()
+                                      if "fwdbwd" not in k})
+        if out:
+            _bench_write(result, out)
+    result["seconds"] = time.time() - t0
+    if out:
+        _bench_write(result, out)
+    return result
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", default="S1,S2,S3")
     p.add_argument("--out", default=None)
     p.add_argument("--quick", action="store_true", help="the short second run (see quick())")
     p.add_argument("--mm", action="store_true", help="the quotient (matmul) covariance kernel's run (see mm())")
+    p.add_argument("--mm2", action="store_true", help="the short run after the row-loop change (see mm2())")
     p.add_argument("--budget-s", type=float, default=400.0)
     a = p.parse_args(argv)
+    if a.mm2:
+        mm2([s.strip() for s in a.shapes.split(",") if s.strip()], a.out)
+        return 0
     if a.mm:
         mm([s.strip() for s in a.shapes.split(",") if s.strip()], a.out, a.budget_s)
         return 0

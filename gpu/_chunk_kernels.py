@@ -225,6 +225,26 @@ def _ldl_row(Sy, Li, bet, t, ri, ci):
     return tl.where(ri == t, new, Li), tl.where(ri == t, 1.0 / d, bet)
 
 
+@triton.jit
+def _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci):
+    """:func:`_ldl_row` on the transposed factor ``LiT[i, j] = L⁻¹[j, i]`` with ``β`` as a row.
+
+    ``Σ_y`` symmetric, ``dg`` its diagonal as a row.  Per row: column ``t`` of
+    ``Σ_y`` (= row ``t``) and the new column of ``LiT`` are reductions along axis 1,
+    ``d_t = Σ_y[t, t] − Σ_j β_j r_j²`` too; only ``r = L⁻¹ Σ_y[·, t]`` reduces
+    along axis 0.  Triton lays a ``C×C`` tile out with whole rows inside a warp
+    and the warps stacked along the rows, so axis-1 reductions are warp shuffles
+    and only the axis-0 one goes through shared memory and a barrier.
+    """
+    sc = tl.reduce(tl.where(ci == t, Sy, 0.), 1, _sum, keep_dims=True)         # Σ_y[·, t], [C(i), 1]
+    r = tl.reduce(LiT * sc, 0, _sum, keep_dims=True)                           # r_j, [1, C(j)]
+    lam = r * betr
+    stt = tl.reduce(tl.where(ci == t, dg, 0.), 1, _sum, keep_dims=True)        # [1, 1]
+    d = stt - tl.reduce(r * lam, 1, _sum, keep_dims=True)
+    new = tl.where(ri == t, 1., 0.) - tl.reduce(LiT * lam, 1, _sum, keep_dims=True)   # L⁻¹[t, ·] as a column
+    return tl.where(ci == t, new, LiT), tl.where(ci == t, 1.0 / d, betr)
+
+
 @triton.jit(do_not_specialize=["T", "NT"])
 def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
                             u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT,
@@ -283,15 +303,20 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
             Og = tl.dot(Kt, P, input_precision=PREC) + cc * Kt
         Sy = tl.dot(Kg, tl.trans(Og), input_precision=PREC)                               # [C(τ), C(i)]
         Sy = tl.where(eye_c, Sy + R2t, Sy)
-        # LDLᵀ of Σ_y one row at a time (innovations recursion), C×C tiles only
-        Li = tl.full((C, C), 0., tl.float32)                   # rows of L⁻¹ (j, i)
-        bet = tl.full((C, 1), 0., tl.float32)                  # β_j
+        # LDLᵀ of Σ_y one row at a time (innovations recursion), C×C tiles only, on the
+        # transposed factor so that one reduction per row crosses warps (see _ldl_row_t)
+        Sy = tl.where(ri >= ci, Sy, tl.trans(Sy))                                          # symmetric
+        dg = tl.reduce(tl.where(eye_c, Sy, 0.), 0, _sum, keep_dims=True)                  # Σ_y[t, t], [1, C]
+        LiT = tl.full((C, C), 0., tl.float32)                  # LiT[i, j] = L⁻¹[j, i]
+        betr = tl.full((1, C), 0., tl.float32)                 # β_j along the columns
         if UNROLL:
             for t in tl.static_range(C):
-                Li, bet = _ldl_row(Sy, Li, bet, t, ri, ci)
+                LiT, betr = _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci)
         else:
             for t in range(C):
-                Li, bet = _ldl_row(Sy, Li, bet, t, ri, ci)
+                LiT, betr = _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci)
+        Li = tl.trans(LiT)
+        bet = tl.trans(betr)
         Z = tl.dot(Li, Og, input_precision=PREC)                                          # [C, BD]
         Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
         Aq = tl.dot(gam * Qt, tl.trans(Z), input_precision=PREC)
