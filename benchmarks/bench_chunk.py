@@ -528,7 +528,7 @@ def mm(shapes, out, budget_s=400.0):
 def mm2(shapes, out):
     """A short device run after the transposed-factor change of the quotient kernel's row loop: the
     check (C = 16, NaN-poisoned, float64), the covariance pass alone at 4 and 8 warps (and
-    unrolled at 4), the forward with the defaults, and fla's GDN forward in the same process."""
+    with 3xTF32 products at 4: mma layouts keep the C×C tiles inside a warp), the forward with the defaults, and fla's GDN forward in the same process."""
     import torch
 
     from assocmem.gpu import chunk_bl
@@ -554,7 +554,7 @@ def mm2(shapes, out):
         base = default_chunk_config(D, m, 1, 16, B * H)
         if D <= 64:
             for tag, extra in (("cw4", {"cov_warps": 4}), ("cw8", {"cov_warps": 8}),
-                               ("cw4_unroll", {"cov_warps": 4, "unroll": True})):
+                               ("cw4_tf32x3", {"cov_warps": 4, "cov_precision": "tf32x3"})):
                 cfg = dict(base, cov_kernel="matmul", **extra)
                 _guard(e, f"cov_pass_matmul_C16_{tag}", lambda: time_passes(torch, shape, device, 16, cfg,
                                                                             only="cov"))
