@@ -572,6 +572,39 @@ def mm2(shapes, out):
     return result
 
 
+def mm3(shapes, out):
+    """A last short run: the cost of the host-side decay check of the quotient kernel, the mean
+    pass's value block at each shape (few programs at S3), and the default forward."""
+    import torch
+
+    from assocmem.gpu import chunk_bl
+    from assocmem.gpu.bench import _inputs
+    from assocmem.gpu.chunk import _decays_safe, default_chunk_config
+    from assocmem.provenance import provenance
+
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    if not cuda:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        shapes = ["tiny"]
+    result = {"provenance": provenance({"device": torch.cuda.get_device_name(0) if cuda else "cpu (interpreter)",
+                                        "mode": "mm3"}), "shapes": {}}
+    for name in shapes:
+        B, T, H, D, m = shape = SHAPES[name]
+        e = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape))})
+        x = _inputs(torch, shape, device, 2)
+        _guard(e, "decay_check", lambda: _bench(torch, lambda: _decays_safe(x["alpha"], 16), device))
+        base = default_chunk_config(D, m, 1, 16, B * H)
+        for bv, mw in ((16, 4), (32, 8), (64, 8)):
+            cfg = dict(base, BV=bv, mean_warps=mw)
+            _guard(e, f"mean_pass_BV{bv}", lambda: time_passes(torch, shape, device, 16, cfg, only="mean"))
+        _guard(e, "chunk_fwd_default_C16", lambda: _bench(
+            torch, lambda: chunk_bl(**x, chunk_size=16, validate=False), device))
+        if out:
+            _bench_write(result, out)
+    return result
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", default="S1,S2,S3")
@@ -579,8 +612,12 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="the short second run (see quick())")
     p.add_argument("--mm", action="store_true", help="the quotient (matmul) covariance kernel's run (see mm())")
     p.add_argument("--mm2", action="store_true", help="the short run after the row-loop change (see mm2())")
+    p.add_argument("--mm3", action="store_true", help="decay-check cost and value block (see mm3())")
     p.add_argument("--budget-s", type=float, default=400.0)
     a = p.parse_args(argv)
+    if a.mm3:
+        mm3([s.strip() for s in a.shapes.split(",") if s.strip()], a.out)
+        return 0
     if a.mm2:
         mm2([s.strip() for s in a.shapes.split(",") if s.strip()], a.out)
         return 0
