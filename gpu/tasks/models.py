@@ -240,13 +240,19 @@ class AttentionLayer(nn.Module):
     """Causal softmax attention (``deltaformer=None``) or a DeltaFormer layer (κ1 given)."""
 
     def __init__(self, d_model: int, n_heads: int, kappa1: Optional[str] = None, pos: str = "rope",
-                 key_norm: bool = False):
+                 key_norm: bool = False, beta_max: float = 1.0):
         super().__init__()
         self.H, self.dh, self.kappa1, self.pos = n_heads, d_model // n_heads, kappa1, pos
         # key_norm: κ1 on unit keys.  With raw keys the u-recursion is an unstable delta rule
         # once β κ1(k, k) > 2 (it overflows at init from length ~128 on); unit keys and
-        # β = sigmoid(.) < 1 keep it a contraction (Theorem 1's keys are unit vectors too)
-        self.key_norm = key_norm
+        # β ≤ 2 keep it non-expanding (Theorem 1's keys are unit vectors too).
+        # beta_max: β = beta_max · sigmoid(.).  With unit keys, β < 1 cannot learn the swaps
+        # (measured: 0.53 after 300 steps at length 16, where raw keys reach 1.0 by step ~125);
+        # β ∈ (0, 2) can (1.0 by step ~175): a swap is a reflection, which needs β κ1(k, k) = 2
+        # (the delta rule's eigenvalue 1 − β‖k‖² = −1).
+        if not 0.0 < float(beta_max) <= 2.0:
+            raise ValueError(f"beta_max must lie in (0, 2] (got {beta_max!r})")
+        self.key_norm, self.beta_max = key_norm, float(beta_max)
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
         self.o = nn.Linear(d_model, d_model, bias=False)
         if kappa1 is not None:
@@ -256,7 +262,7 @@ class AttentionLayer(nn.Module):
         B, T, Dm = h.shape
         q, k, v = self.qkv(h).reshape(B, T, 3, self.H, self.dh).permute(2, 0, 3, 1, 4)
         if self.kappa1 is not None:
-            beta = torch.sigmoid(self.beta(h)).transpose(1, 2)          # [B, H, T]
+            beta = self.beta_max * torch.sigmoid(self.beta(h)).transpose(1, 2)   # [B, H, T]
             kk = F.normalize(k, dim=-1) if self.key_norm else k
             v = deltaformer_u(v, kk, beta, self.kappa1)                # κ1 on the raw (or unit) keys
         if self.pos == "rope":
@@ -270,10 +276,11 @@ class SequenceModel(nn.Module):
     """Token-embedding sequence model: pre-norm blocks of attention (or DeltaFormer) + MLP."""
 
     def __init__(self, vocab: int, n_classes: int, *, n_layers: int, d_model: int = 128, n_heads: int = 4,
-                 kappa1: Optional[str] = None, pos: str = "rope", key_norm: bool = False):
+                 kappa1: Optional[str] = None, pos: str = "rope", key_norm: bool = False, beta_max: float = 1.0):
         super().__init__()
         self.emb = nn.Embedding(vocab, d_model)
-        self.layers = nn.ModuleList(AttentionLayer(d_model, n_heads, kappa1, pos, key_norm) for _ in range(n_layers))
+        self.layers = nn.ModuleList(AttentionLayer(d_model, n_heads, kappa1, pos, key_norm, beta_max)
+                                    for _ in range(n_layers))
         self.n1 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
         self.n2 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
         self.mlps = nn.ModuleList(MLP(d_model) for _ in range(n_layers))
@@ -289,7 +296,8 @@ class SequenceModel(nn.Module):
 
 
 def swap_model(name: str, *, n_elems: int = 5, d_model: int = 128, n_heads: int = 4,
-               deltaformer_layers: int = 1, pos: str = "rope", key_norm: bool = False) -> SequenceModel:
+               deltaformer_layers: int = 1, pos: str = "rope", key_norm: bool = False,
+               beta_max: float = 1.0) -> SequenceModel:
     """``deltaformer-<κ1>`` (``deltaformer_layers`` layers) or ``transformer-<L>``."""
     vocab = n_elems * (n_elems - 1) // 2
     if name.startswith("deltaformer-"):
@@ -297,7 +305,7 @@ def swap_model(name: str, *, n_elems: int = 5, d_model: int = 128, n_heads: int 
         if kappa not in KAPPAS:
             raise ValueError(f"model: kappa1 must be one of {', '.join(KAPPAS)} (got {name!r})")
         return SequenceModel(vocab, n_elems, n_layers=deltaformer_layers, d_model=d_model, n_heads=n_heads,
-                             kappa1=kappa, pos=pos, key_norm=key_norm)
+                             kappa1=kappa, pos=pos, key_norm=key_norm, beta_max=beta_max)
     if name.startswith("transformer-"):
         try:
             L = int(name.split("-", 1)[1])

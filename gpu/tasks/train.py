@@ -47,6 +47,7 @@ class TaskDef:
 
 
 CURRICULUM_STEPS = 5000      # ours (Fig. 6's step budget is not in the notes): room for 4 stages
+CURRICULUM_BETA_MAX = 2.0    # ours: β = 2 sigmoid(.) on unit keys (β < 1 does not learn; models.AttentionLayer)
 
 TASK_DEFS = {
     "collision_recall": TaskDef(
@@ -89,9 +90,10 @@ def build_model(task: str, model: str) -> torch.nn.Module:
         return Mo.FixedKeySwapModel(int(n), 128, kappa1=kappa)
     if is_curriculum_model(model):
         # a 1-layer DeltaFormer (κ2 softmax); "nope": no position encoding anywhere; unit keys in κ1
-        # (lengths up to 256: with raw keys the u-recursion overflows at init, see AttentionLayer)
+        # (lengths up to 256: with raw keys the u-recursion overflows at init) and β ∈ (0, 2)
+        # (with unit keys β < 1 cannot learn the swaps); see AttentionLayer
         _, kappa, pos = model.split("-")
-        return Mo.swap_model(f"deltaformer-{kappa}", pos=pos, key_norm=True)
+        return Mo.swap_model(f"deltaformer-{kappa}", pos=pos, key_norm=True, beta_max=CURRICULUM_BETA_MAX)
     return Mo.swap_model(model)
 
 
@@ -452,7 +454,8 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
         "source": td.source, "optimizer": {"name": "AdamW", "lr": 3e-4, "weight_decay": 1e-4, "clip": 1.0},
         "train_settings": td.train_settings if sched is None else
         {"n_elems": td.train_settings["n_elems"], "curriculum": sched.config(), "switches": sched.switches,
-         "final_stage": sched.stage, "final_length": sched.length},
+         "final_stage": sched.stage, "final_length": sched.length,
+         "deltaformer": {"key_norm": True, "beta_max": CURRICULUM_BETA_MAX}},
         "eval_mode": eval_mode,
         "n_params": sum(p.numel() for p in net.parameters() if p.requires_grad),
         "curve": curve, "eval": ev, "provenance": provenance(extra),
