@@ -8,7 +8,11 @@ out_dir)`` draws every figure whose results exist.
 * ``collision_writes``  — BL Fig. 3(c): target accuracy vs distractor writes ``n_f`` at ρ = 0.80;
 * ``collision_overlap`` — BL Fig. 3(d): target margin vs overlap ρ at ``n_f = 64``;
 * ``random_keys``       — BL Fig. 7: cross-entropy and accuracy vs ``n/D``;
-* ``swap_curves``       — AM Fig. 4: training accuracy vs step, Transformers vs DeltaFormers.
+* ``swap_curves``       — AM Fig. 4: training accuracy vs step, Transformers vs DeltaFormers;
+* ``stress_curves``     — AM Fig. 5: the fixed-key stress test, round vs linear κ1 at n = 128, 256, 512;
+* ``curriculum_curves`` — AM Fig. 6: training accuracy at the current training length vs step,
+  curriculum 32 → 256 vs direct training at 256, NoPE and RoPE.  Runs stopped at a
+  time limit (``*.partial.json``, no evaluation) are drawn too, marked as stopped.
 """
 from __future__ import annotations
 
@@ -76,6 +80,63 @@ def swap_curves_data(results_dir) -> dict:
             continue
         out[r["model"]] = {"step": [c["step"] for c in r["curve"]], "acc": [c["acc"] for c in r["curve"]],
                            "test_acc": r["eval"].get("acc")}
+    return out
+
+
+def load_partials(results_dir, task: str) -> list[dict]:
+    """Records of runs stopped at a time limit (``*.partial.json``: the curve so far, no evaluation)."""
+    d = Path(results_dir) / task
+    out = []
+    for p in sorted(d.glob("*.partial.json")):
+        r = json.loads(p.read_text(encoding="utf-8"))
+        if r.get("task") == task:
+            out.append(r)
+    return out
+
+
+def stress_curves_data(results_dir) -> dict:
+    """{n: {κ1: {"step", "acc", "test_acc"}}} of the ``stress-<κ1>-<n>`` runs (seed 0 when several)."""
+    out: dict = {}
+    for r in sorted(load_results(results_dir, "swap_tracking"), key=lambda r: r["seed"]):
+        if not r["model"].startswith("stress-"):
+            continue
+        _, kappa, n = r["model"].split("-")
+        out.setdefault(int(n), {}).setdefault(kappa, {"step": [c["step"] for c in r["curve"]],
+                                                      "acc": [c["acc"] for c in r["curve"]],
+                                                      "test_acc": r["eval"].get("acc")})
+    return out
+
+
+def curriculum_data(results_dir) -> dict:
+    """{pos: {model: {...}}} of the ``{curriculum,direct}-<κ1>-<pos>`` runs (seed 0 when several).
+
+    Each entry: ``step``, ``acc`` (training accuracy at the current length),
+    ``length`` (the training length of each logged step), ``switches``, and
+    either ``by_length`` (test accuracy per length) for a finished run or
+    ``stopped_at`` (the last checkpointed step) for a run stopped at a time limit.
+    """
+    from .names import CURRICULUM_MODELS
+
+    out: dict = {}
+    recs = [(r, False) for r in sorted(load_results(results_dir, "swap_tracking"), key=lambda r: r["seed"])]
+    recs += [(r, True) for r in sorted(load_partials(results_dir, "swap_tracking"), key=lambda r: r["seed"])]
+    for r, partial in recs:
+        m = r["model"]
+        if m not in CURRICULUM_MODELS:
+            continue
+        pos = m.rsplit("-", 1)[1]
+        if m in out.get(pos, {}):
+            continue
+        cur = r["curve"]
+        e = {"step": [c["step"] for c in cur], "acc": [c["acc"] for c in cur],
+             "length": [c.get("length") for c in cur]}
+        if partial:
+            e["stopped_at"] = r["step"]
+            e["switches"] = (r.get("curriculum") or {}).get("switches", [])
+        else:
+            e["by_length"] = {row["length"]: row["acc"] for row in r["eval"].get("by_length", [])}
+            e["switches"] = r["train_settings"].get("switches", [])
+        out.setdefault(pos, {})[m] = e
     return out
 
 
@@ -170,8 +231,10 @@ def plot_swap(results_dir, out_dir) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from .names import CURRICULUM_MODELS
+
     d = swap_curves_data(results_dir)
-    d = {m: v for m, v in d.items() if not m.startswith("stress-")}
+    d = {m: v for m, v in d.items() if not m.startswith("stress-") and m not in CURRICULUM_MODELS}
     if not d:
         return []
     with plt.rc_context(_style()):
@@ -199,10 +262,86 @@ def plot_swap(results_dir, out_dir) -> list[Path]:
     return paths
 
 
+def plot_stress(results_dir, out_dir) -> list[Path]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = stress_curves_data(results_dir)
+    if not d:
+        return []
+    ns = sorted(d)
+    with plt.rc_context(_style()):
+        fig, axs = plt.subplots(1, len(ns), figsize=(2.4 * len(ns), 2.3), sharey=True, squeeze=False)
+        for ax, n in zip(axs[0], ns):
+            for kappa, color in (("round2", "#1f4e9c"), ("linear", "#d1495b")):
+                if kappa in d[n]:
+                    e = d[n][kappa]
+                    lab = f"κ1 = {kappa} (test {e['test_acc']:.2f})" if e["test_acc"] is not None else kappa
+                    ax.plot(e["step"], e["acc"], color=color, label=lab)
+            ax.axhline(1.0 / n, color="0.6", lw=0.6, ls=":")
+            ax.set_title(f"d = 128, n = {n} ({3 * n} tokens)")
+            ax.set_xlabel("training step")
+            ax.set_ylim(-0.02, 1.02)
+            ax.legend(fontsize=6)
+        axs[0][0].set_ylabel("training accuracy")
+        fig.suptitle("Swap-tracking stress test, fixed near-orthogonal keys (AM Fig. 5)", fontsize=8, y=1.04)
+        paths = _save(fig, out_dir, "swap_stress")
+        plt.close(fig)
+    return paths
+
+
+def plot_curriculum(results_dir, out_dir) -> list[Path]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = curriculum_data(results_dir)
+    if not d:
+        return []
+    pos_order = [p for p in ("nope", "rope") if p in d]
+    len_colors = {32: "#66a182", 64: "#edae49", 128: "#d1495b", 256: "#1f4e9c"}
+    with plt.rc_context(_style()):
+        fig, axs = plt.subplots(1, len(pos_order), figsize=(3.4 * len(pos_order), 2.6), sharey=True,
+                                squeeze=False)
+        for ax, pos in zip(axs[0], pos_order):
+            for m in sorted(d[pos]):
+                e = d[pos][m]
+                arm, kappa, _ = m.split("-")
+                ls = "-" if kappa == "round2" else "--"
+                step, acc, L = np.array(e["step"]), np.array(e["acc"]), e["length"]
+                if arm == "direct":
+                    ax.plot(step, acc, color="0.45", ls=ls, lw=0.9)
+                else:
+                    # one segment per training length (Fig. 6's coloured stages)
+                    for Lv in sorted(set(L)):
+                        idx = np.array([x == Lv for x in L])
+                        ax.plot(np.where(idx, step, np.nan), np.where(idx, acc, np.nan),
+                                color=len_colors.get(Lv, "k"), ls=ls, lw=0.9)
+                if "stopped_at" in e:
+                    ax.annotate(f"stopped at {e['stopped_at']}", (step[-1], acc[-1]), fontsize=5,
+                                xytext=(2, 2), textcoords="offset points")
+            ax.set_title("NoPE" if pos == "nope" else "RoPE")
+            ax.set_xlabel("training step")
+            ax.axhline(0.2, color="0.7", lw=0.5, ls=":")
+            ax.set_ylim(-0.02, 1.02)
+        from matplotlib.lines import Line2D
+        handles = [Line2D([], [], color=c, label=f"curriculum, length {L}") for L, c in len_colors.items()]
+        handles += [Line2D([], [], color="0.45", label="direct, length 256"),
+                    Line2D([], [], color="k", ls="-", label="κ1 = round2"),
+                    Line2D([], [], color="k", ls="--", label="κ1 = linear")]
+        axs[0][-1].legend(handles=handles, fontsize=5, loc="lower right")
+        axs[0][0].set_ylabel("training accuracy at the current length")
+        fig.suptitle("Swap tracking, length curriculum 32 → 256 vs direct 256 (AM Fig. 6)", fontsize=8, y=1.04)
+        paths = _save(fig, out_dir, "swap_curriculum")
+        plt.close(fig)
+    return paths
+
+
 def render_all(results_dir="results", out_dir=None) -> list[Path]:
     out_dir = Path(results_dir) / "figures" if out_dir is None else Path(out_dir)
     paths = []
-    for fn in (plot_collision, plot_random_keys, plot_swap):
+    for fn in (plot_collision, plot_random_keys, plot_swap, plot_stress, plot_curriculum):
         paths += fn(results_dir, out_dir)
     return paths
 
