@@ -165,6 +165,27 @@ def test_campaign_longest_first_and_partials(tmp_path):
     assert "eval" not in rec and plots.load_results(tmp_path, "swap_tracking") == []
 
 
+def test_campaign_heavy_gpus_split(monkeypatch, capsys):
+    """--heavy-gpus: heavy runs (curriculum, stress) on the last GPUs, light runs on the others."""
+    from assocmem.gpu.tasks import campaign
+
+    jobs = campaign.priority()
+    (light, lid), (heavy, hid) = campaign.split_heavy(jobs, 2, 1)
+    assert lid == [0] and hid == [1] and sorted(light + heavy) == sorted(jobs)
+    assert all(campaign.cost(j) > 1 for j in heavy) and all(campaign.cost(j) <= 1 for j in light)
+    assert {m for _, m, _ in heavy} >= {"direct-round2-nope", "curriculum-linear-rope", "stress-round2-128"}
+    assert campaign.split_heavy(jobs, 1, 0) == [(jobs, None)]
+    with pytest.raises(ValueError, match="heavy-gpus"):
+        campaign.split_heavy(jobs, 2, 2)
+    calls = []
+    monkeypatch.setattr(campaign, "_gpu_count", lambda: 4)
+    monkeypatch.setattr(campaign, "run_jobs", lambda j, **kw: calls.append((len(j), kw["devices"],
+                                                                             kw["workers_per_device"])) or [])
+    monkeypatch.setattr(campaign, "write_partials", lambda jobs, out: [])
+    assert campaign.main(["--heavy-gpus", "1", "--workers-per-device", "9", "--heavy-workers-per-device", "3"]) == 0
+    assert sorted(calls) == sorted([(len(light), [0, 1, 2], 9), (len(heavy), [3], 3)])
+
+
 @pytest.mark.slow
 def test_sweep_runs_a_job_in_a_subprocess(tmp_path):
     recs = Sw.run_jobs([("random_keys", "linear", 0)], out=tmp_path, steps=2, batch_size=2, log=lambda m: None)
@@ -197,6 +218,33 @@ def test_plots_from_saved_results(tmp_path):
     assert {p.name for p in paths} == {f"{n}.{e}" for n in ("collision_recall", "random_keys", "swap_tracking")
                                        for e in ("pdf", "png")}
     assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_plots_stress_and_curriculum(tmp_path):
+    """Fig. 5 (stress) and Fig. 6 (curriculum) data and figures, a stopped (partial) run included."""
+    _fake(tmp_path, "swap_tracking", "stress-round2-512", 0, {"acc": 0.9},
+          [{"step": 25, "acc": 0.1}, {"step": 50, "acc": 0.9}])
+    _fake(tmp_path, "swap_tracking", "stress-linear-512", 0, {"acc": 0.25}, [{"step": 25, "acc": 0.2}])
+    d = tmp_path / "swap_tracking"
+    (d / "curriculum-round2-nope_s0.json").write_text(json.dumps(
+        {"task": "swap_tracking", "model": "curriculum-round2-nope", "seed": 0,
+         "train_settings": {"switches": [{"step": 25, "length": 64}]},
+         "eval": {"acc": 0.99, "by_length": [{"length": 32, "acc": 1.0}, {"length": 256, "acc": 0.99}]},
+         "curve": [{"step": 25, "acc": 0.995, "length": 32}, {"step": 50, "acc": 0.7, "length": 64}]}))
+    (d / "direct-round2-nope_s0.partial.json").write_text(json.dumps(
+        {"task": "swap_tracking", "model": "direct-round2-nope", "seed": 0, "step": 50,
+         "curve": [{"step": 25, "acc": 0.2, "length": 256}, {"step": 50, "acc": 0.21, "length": 256}]}))
+    st = plots.stress_curves_data(tmp_path)
+    assert set(st) == {512} and st[512]["round2"]["acc"] == [0.1, 0.9] and st[512]["linear"]["test_acc"] == 0.25
+    cu = plots.curriculum_data(tmp_path)
+    assert set(cu) == {"nope"} and set(cu["nope"]) == {"curriculum-round2-nope", "direct-round2-nope"}
+    assert cu["nope"]["curriculum-round2-nope"]["length"] == [32, 64]
+    assert cu["nope"]["curriculum-round2-nope"]["by_length"] == {32: 1.0, 256: 0.99}
+    assert cu["nope"]["direct-round2-nope"]["stopped_at"] == 50
+    # the Fig. 4 figure leaves the stress and curriculum models out
+    assert plots.swap_curves_data(tmp_path).keys() >= {"stress-round2-512", "curriculum-round2-nope"}
+    paths = plots.render_all(tmp_path, tmp_path / "fig")
+    assert {p.name for p in paths} == {f"{n}.{e}" for n in ("swap_stress", "swap_curriculum") for e in ("pdf", "png")}
 
 
 def _bl_mixer_run(mix, h, keys):
