@@ -145,7 +145,7 @@ def chunk_kernels(interpret: bool):
     return kernels(interpret, "_chunk_kernels.py")
 
 
-def default_chunk_config(D: int, m: int, G: int, C: int, BH: int = 0) -> dict:  # noqa: ARG001 (C, BH: API)
+def default_chunk_config(D: int, m: int, G: int, C: int, BH: int = 0) -> dict:  # noqa: ARG001 (C: API)
     """Launch parameters of the two chunked passes.
 
     ``BD``: the key dimension padded to a power of two ≥ 16 (``tl.dot`` needs 16);
@@ -165,7 +165,9 @@ def default_chunk_config(D: int, m: int, G: int, C: int, BH: int = 0) -> dict:  
     # 1.06 with BV = 16); at D = 128 the fp32 products of BV = 64 spill (19.2 ms) and 3xTF32 runs
     # them on tensor cores without spilling (1.92 ms against 3.19 for the best fp32 block, with
     # the same error against float64, 3.6e-7 vs 3.8e-7)
-    BV = max(16, min(64, _pow2(mg)))
+    # with fewer (batch, head, group) than SMs (S3: 64), 16 columns a program: S3 2.12 ms against 2.60
+    # with 64 (S1, 128 of them: 0.67 with 64 against 1.06 with 16; benchmarks/h200_chunk_mm3.json)
+    BV = max(16, min(64 if BH * G >= 128 or BH == 0 else 16, _pow2(mg)))
     mean_warps = 8 if BV * BD >= 4096 else 4
     mean_precision = "ieee" if BD <= 64 else "tf32x3"
     return {"BD": BD, "BV": BV, "cov_warps": None, "mean_warps": mean_warps, "mean_precision": mean_precision,
@@ -174,24 +176,32 @@ def default_chunk_config(D: int, m: int, G: int, C: int, BH: int = 0) -> dict:  
 
 # |log γ| bound inside a chunk for the quotient form of the covariance pass: e^60 ≈ 1e26 keeps
 # γ_τ/γ_i, c_i/γ_i and their products with keys inside fp32's range (≈ 1e±38) with room to spare
-LOG_GAMMA_BOUND = 60.0
+LOG_GAMMA_BOUND = 60.0          # < 69 = |log 1e-30|, the floor at which the guard kernel counts α = 0
 COV_KERNELS = ("auto", "matmul", "rows")
 
 
-def _decays_safe(a, C: int) -> bool:
+def _decays_safe(a, C: int, K=None) -> bool:
     """Whether the quotient form of the covariance pass is safe for these decays: inside every
     chunk, ``Σ_τ |log|α_τ|| ≤ LOG_GAMMA_BOUND`` (so every cumulative decay relative to the
     chunk start, ``γ_τ = α_0 ⊙ … ⊙ α_τ``, is non-zero with ``|log|γ_τ|| ≤`` the bound: a
-    sufficient condition, one reduction, no scan).  ``a``: decays ``[B, T, H, D]``.  One
-    host synchronisation."""
+    sufficient condition).  ``a``: decays ``[B, T, H, D]``.  With the kernel module ``K``
+    one Triton pass (:func:`._chunk_kernels._abs_log_decay_sum`; H200: 0.16 ms at S1 for
+    the five torch passes it replaces), else torch ops.  One host synchronisation."""
     if a is None:
         return True
     B, T, H, D = a.shape
     NT = -(-T // C)
+    if K is not None:
+        from .fused_recurrent import _pow2
+
+        out = torch.zeros(1, dtype=torch.float32, device=a.device)
+        K._abs_log_decay_sum[(B * NT * H,)](a.contiguous(), out, T, NT, H=H, D=D, BD=max(16, _pow2(D)), C=C,
+                                            IS_LOG=False)
+        return bool(out[0] <= LOG_GAMMA_BOUND)                  # NaN/inf compare False
     la = torch.log(a.detach().abs().float()).abs_()            # +inf where α = 0
     if NT * C != T:
         la = torch.cat([la, la.new_zeros(B, NT * C - T, H, D)], 1)
-    return bool(la.view(B, NT, C, H, D).sum(2).amax() <= LOG_GAMMA_BOUND)     # NaN/inf compare False
+    return bool(la.view(B, NT, C, H, D).sum(2).amax() <= LOG_GAMMA_BOUND)
 
 
 def _cov_kernel(K, cfg, a, C):
@@ -210,7 +220,7 @@ def _cov_kernel(K, cfg, a, C):
     if kind not in COV_KERNELS:
         raise ValueError(f"config['cov_kernel'] must be one of {COV_KERNELS} (got {kind!r})")
     if kind == "auto":
-        kind = "matmul" if cfg["BD"] <= 64 and C <= 32 and _decays_safe(a, C) else "rows"
+        kind = "matmul" if cfg["BD"] <= 64 and C <= 32 and _decays_safe(a, C, K) else "rows"
     warps = cfg.get("cov_warps")
     if warps is None:
         if kind == "matmul":

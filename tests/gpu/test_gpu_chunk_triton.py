@@ -84,9 +84,15 @@ def test_write_direction_and_precision_equal_the_recurrence(interpret, make_inpu
     assert relerr(uf, u) < FP32 and relerr(bf, b) < FP32
 
 
-def test_quotient_form_guard():
-    """``_decays_safe`` bounds |log γ| inside each chunk (not over the whole sequence)."""
-    from assocmem.gpu.chunk import LOG_GAMMA_BOUND, _decays_safe
+@pytest.mark.parametrize("path", ["torch", "kernel"])
+def test_quotient_form_guard(interpret, path):
+    """``_decays_safe`` bounds |log γ| inside each chunk (not over the whole sequence); the
+    Triton guard pass and the torch form agree on every case."""
+    from assocmem.gpu import chunk as ch
+    from assocmem.gpu.chunk import LOG_GAMMA_BOUND
+
+    K = ch.chunk_kernels(True) if path == "kernel" else None
+    _decays_safe = lambda a, C: ch._decays_safe(a, C, K)  # noqa: E731
 
     a = torch.full((1, 64, 1, 3), 0.5)
     # 16 tokens of 0.5 per chunk: |log γ| ≤ 16 log 2 ≈ 11; over 64 tokens it would be 44
