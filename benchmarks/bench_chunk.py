@@ -605,6 +605,37 @@ def mm3(shapes, out):
     return result
 
 
+def two_level(shapes, out, levels=(1, 4, 8)):
+    """The opt-in two-level forward (``config={"super_chunks": S}``): the check against float64
+    (NaN-poisoned, two batch elements x two heads) and the forward at each ``S``."""
+    import torch
+
+    from assocmem.gpu import chunk_bl
+    from assocmem.gpu.bench import _inputs
+    from assocmem.provenance import provenance
+
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    if not cuda:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        shapes, levels = ["tiny"], (1, 2)
+    result = {"provenance": provenance({"device": torch.cuda.get_device_name(0) if cuda else "cpu (interpreter)",
+                                        "mode": "two_level"}), "shapes": {}}
+    for name in shapes:
+        B, T, H, D, m = shape = SHAPES[name]
+        e = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape))})
+        x = _inputs(torch, shape, device, 2)
+        for S in levels:
+            cfg = {"super_chunks": S}
+            if S > 1:
+                _guard(e, f"check_S{S}", lambda: check(torch, shape, device, sizes=(16,), config=cfg))
+            _guard(e, f"chunk_fwd_S{S}", lambda: _bench(
+                torch, lambda: chunk_bl(**x, chunk_size=16, validate=False, config=cfg), device))
+            if out:
+                _bench_write(result, out)
+    return result
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", default="S1,S2,S3")
@@ -613,8 +644,12 @@ def main(argv=None) -> int:
     p.add_argument("--mm", action="store_true", help="the quotient (matmul) covariance kernel's run (see mm())")
     p.add_argument("--mm2", action="store_true", help="the short run after the row-loop change (see mm2())")
     p.add_argument("--mm3", action="store_true", help="decay-check cost and value block (see mm3())")
+    p.add_argument("--two-level", action="store_true", help="the two-level forward (see two_level())")
     p.add_argument("--budget-s", type=float, default=400.0)
     a = p.parse_args(argv)
+    if a.two_level:
+        two_level([s.strip() for s in a.shapes.split(",") if s.strip()], a.out)
+        return 0
     if a.mm3:
         mm3([s.strip() for s in a.shapes.split(",") if s.strip()], a.out)
         return 0

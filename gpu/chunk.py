@@ -270,6 +270,23 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
     return o, MT, PT, u, beta, e
 
 
+def _super_chunks(cfg) -> int:
+    S = cfg.get("super_chunks", 1)
+    if isinstance(S, bool) or not isinstance(S, int) or S < 1:
+        raise ValueError(f"config['super_chunks'] must be an integer >= 1 (got {S!r})")
+    return S
+
+
+def _forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
+    """:func:`_chunk_forward`, or its two-level form when ``cfg["super_chunks"] > 1``."""
+    S = _super_chunks(cfg)
+    if S == 1:
+        return _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e)
+    from .chunk_parallel import two_level_forward
+
+    return two_level_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e, S, _chunk_forward)
+
+
 class _ChunkBLFunction(torch.autograd.Function):
     """Forward: the chunked kernels.  Backward: the token-by-token op's Triton
     backward (:func:`.fused_recurrent._backward`), fed with the ``u, β, e`` and
@@ -285,7 +302,7 @@ class _ChunkBLFunction(torch.autograd.Function):
         M0c = M0.float().contiguous()
         P0c = P0.float().contiguous()
         need_grad = any(ctx.needs_input_grad[:8])
-        o, MT, PT, u, beta, e = _chunk_forward(K, q, k, v, l2, r2, a, M0c, P0c, C, cfg, need_grad)
+        o, MT, PT, u, beta, e = _forward(K, q, k, v, l2, r2, a, M0c, P0c, C, cfg, need_grad)
         if need_grad:
             ctx.save_for_backward(q, k, l2, a, M0c, P0c, u, beta, e, MT, PT)
             ctx.meta = (log_alpha, interpret, bcfg, v.dtype, r2.dtype, None if dec is None else dec.dtype,
@@ -316,7 +333,9 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
     interpreted, other CPU tensors :func:`chunk_bl_torch`.  Gradients through
     the token-by-token op's Triton backward (see the module docstring); the
     same rule as :func:`fused_recurrent_bl` for ``alpha`` with exact zeros.
-    ``config`` overrides launch parameters (:func:`default_chunk_config`).
+    ``config`` overrides launch parameters (:func:`default_chunk_config`);
+    ``config={"super_chunks": S}`` runs the two-level form parallel over time
+    (:mod:`.chunk_parallel`; exact, opt-in, not yet measured on a GPU).
     ``chunk_size=16`` was the fastest on the H200 at S1-S3 (the covariance
     pass's row chain is the same length for every ``C``; smaller tiles shorten
     each step) — ``benchmarks/h200_chunk.json``.
@@ -343,6 +362,7 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
     cfg = default_chunk_config(D, m, x.G, chunk_size, 0 if interp else B * H)
     if config:
         cfg.update(config)
+    _super_chunks(cfg)
     bcfg = _launch_cfg(D, m, x.G, T, B * H, None, interp)
     M0t, P0 = _prepare_states(x, B, H, D, m, x.G, x.q.device)
     M0 = M0t.transpose(-1, -2)
@@ -377,7 +397,7 @@ def chunk_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, chun
         a = (torch.exp(x.alpha.float()) if x.log_alpha else x.alpha).contiguous()
     M0t, P0 = _prepare_states(x, B, H, D, m, x.G, x.q.device)
     with torch.no_grad():
-        o, MT, PT, u, beta, _ = _chunk_forward(
+        o, MT, PT, u, beta, _ = _forward(
             chunk_kernels(interp), x.q.contiguous(), x.k.contiguous(), x.v.contiguous(), x.l2.contiguous(),
             x.r2.contiguous(), a, M0t.transpose(-1, -2).float().contiguous(), P0.float().contiguous(),
             chunk_size, cfg, False)

@@ -215,3 +215,53 @@ def test_covariance_kernel_choice(interpret):
     assert pick(64, 16, a=z, cov_kernel="matmul", cov_warps=2) == (K.chunk_cov_fwd_mm_kernel, 2)
     assert default_chunk_config(128, 128, 1, 16)["mean_precision"] == "tf32x3"
     assert default_chunk_config(64, 64, 1, 16)["mean_precision"] == "ieee"
+
+
+TWO_LEVEL = [  # (B, T, H, D, m, G, C, S, decay, init)
+    (1, 70, 2, 8, 4, 1, 16, 3, "weak", False),        # three super-chunks, the last one padded
+    (2, 50, 1, 6, 4, 2, 16, 4, "strong", True),       # grouped noise, initial states, D not a power of two
+    (1, 45, 1, 5, 4, 1, 32, 2, "signed_zeros", True),  # zero and negative decays: the row kernel inside
+    (1, 33, 1, 8, 8, 1, 16, 5, "none", False),        # S shrinks to 3 (no super-chunk of padding only)
+]
+
+
+@pytest.mark.parametrize("B,T,H,D,m,G,C,S,decay,init", TWO_LEVEL)
+def test_two_level_forward_equals_float64_filter(interpret, make_inputs, numpy_reference, relerr,
+                                                 B, T, H, D, m, G, C, S, decay, init):
+    """``config={"super_chunks": S}``: summaries from a known start, a float64 solve per
+    super-chunk, the passes rerun from the true starts — equal to the one-level kernels and
+    the float64 numpy filter, ``u, β`` included."""
+    x = _decays(make_inputs(B, T, H, D, m, G, alpha=decay != "none", init=init, seed=T + S), decay, T)
+    o_np, M_np, P_np, _ = numpy_reference(x)
+    o, (M, P) = chunk_bl(**x, chunk_size=C, output_final_state=True, config={"super_chunks": S})
+    assert not (torch.isnan(o).any() or torch.isnan(M).any() or torch.isnan(P).any())
+    assert relerr(o_np, o) < FP32 and relerr(M_np, M) < FP32
+    assert relerr(np.asarray(P_np).reshape(P.shape), P) < FP32
+    o1, _ = chunk_bl(**x, chunk_size=C)
+    assert relerr(o1, o) < FP32
+    _, _, u, b = chunk_bl_trace(**x, chunk_size=C, config={"super_chunks": S})
+    _, _, u1, b1 = chunk_bl_trace(**x, chunk_size=C)
+    assert relerr(u1, u) < FP32 and relerr(b1, b) < FP32
+
+
+def test_two_level_gradients_and_bad_config(interpret, make_inputs, relerr):
+    from assocmem.gpu.chunk_parallel import super_chunk_length
+
+    x = make_inputs(1, 40, 1, 4, 4, 1, alpha=True, init=True, seed=11)
+    w = torch.randn(1, 40, 1, 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    grads = []
+    for kw in ({}, {"config": {"super_chunks": 3}}):
+        leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2", "alpha")}
+        st0 = tuple(t.clone().requires_grad_(True) for t in x["initial_state"])
+        o, (M, P) = chunk_bl(**leaves, initial_state=st0, output_final_state=True, chunk_size=16, **kw)
+        ((o * w).sum() + (M * M).sum() + (P ** 2).sum()).backward()
+        grads.append([t.grad for t in leaves.values()] + [st0[0].grad, st0[1].grad])
+    for ref, got in zip(*grads):
+        assert relerr(ref, got) < 1e-4
+    assert super_chunk_length(40, 3, 16) == (3, 16)
+    assert super_chunk_length(33, 5, 16) == (3, 16)
+    assert super_chunk_length(100, 2, 32) == (2, 64)
+    assert super_chunk_length(10, 1, 16) == (1, 16)
+    for bad in (0, 2.0, True, "4"):
+        with pytest.raises(ValueError, match="super_chunks"):
+            chunk_bl(**x, chunk_size=16, config={"super_chunks": bad})
