@@ -335,7 +335,7 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
     same rule as :func:`fused_recurrent_bl` for ``alpha`` with exact zeros.
     ``config`` overrides launch parameters (:func:`default_chunk_config`);
     ``config={"super_chunks": S}`` runs the two-level form parallel over time
-    (:mod:`.chunk_parallel`; exact, opt-in, not yet measured on a GPU).
+    (:mod:`.chunk_parallel`; exact, opt-in: slower than one level on the H200 as written).
     ``chunk_size=16`` was the fastest on the H200 at S1-S3 (the covariance
     pass's row chain is the same length for every ``C``; smaller tiles shorten
     each step) — ``benchmarks/h200_chunk.json``.
