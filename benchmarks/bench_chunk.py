@@ -221,6 +221,19 @@ def cost_model(shape, C, G=1):
     return {"flops": flops, "bytes": bytes_}
 
 
+def cost_model_mm(shape, C, G=1):
+    """FLOPs and compulsory bytes of the chunked forward with the quotient covariance kernel.
+
+    Covariance pass per token and group: ``4 D²`` (``Ω̃ = (γ⊙K) P_0`` and the
+    ``Zᵀ diag(β) Z`` update, ``C×D×D`` each a chunk) + ``6 C D`` (``Σ_y``, ``Z``, ``Aq``)
+    + ``≈ 8 C²`` (the ``L⁻¹`` row recursion); mean pass as :func:`cost_model`.
+    Bytes as :func:`cost_model`."""
+    B, T, H, D, m = shape
+    n = B * T * H
+    flops = n * (G * (4 * D * D + 6 * C * D + 8 * C * C) + m * (6 * D + 4 * C))
+    return {"flops": flops, "bytes": cost_model(shape, C, G)["bytes"]}
+
+
 def timings(torch, shape, device, best):
     from assocmem.gpu import chunk_bl, fused_recurrent_bl
     from assocmem.gpu.bench import _inputs, _time_fla
