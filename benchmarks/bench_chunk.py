@@ -422,17 +422,11 @@ def quick(shapes, out):
     return result
 
 
-def mm(shapes, out, budget_s=400.0):
-    """Device run of the quotient (matmul) covariance kernel (``cov_kernel="matmul"``): checks
-    (NaN-poisoned, float64 reference), the covariance pass alone over chunk size x warps x
-    unrolling x precision (the product-only row kernel as the anchor), the mean pass over the
-    value block x precision, then the forward, forward+backward and peak memory of the best
-    configuration beside fla.  Sections stop being swept once ``budget_s`` has passed."""
+def _session(shapes, mode, **info):
+    """``(torch, device, cuda, shapes, result)`` of a device run: interpreted ``tiny`` shape on a
+    CPU, and the result dict with provenance."""
     import torch
 
-    from assocmem.gpu import chunk_bl
-    from assocmem.gpu.bench import _inputs, _time_fla
-    from assocmem.gpu.chunk import default_chunk_config
     from assocmem.provenance import provenance
 
     cuda = torch.cuda.is_available()
@@ -440,9 +434,23 @@ def mm(shapes, out, budget_s=400.0):
     if not cuda:
         os.environ.setdefault("TRITON_INTERPRET", "1")
         shapes = ["tiny"]
+    name = torch.cuda.get_device_name(0) if cuda else "cpu (interpreter)"
+    return torch, device, cuda, shapes, {"provenance": provenance({"device": name, "mode": mode, **info}),
+                                         "shapes": {}}
+
+
+def mm(shapes, out, budget_s=400.0):
+    """Device run of the quotient (matmul) covariance kernel (``cov_kernel="matmul"``): checks
+    (NaN-poisoned, float64 reference), the covariance pass alone over chunk size x warps x
+    unrolling x precision (the product-only row kernel as the anchor), the mean pass over the
+    value block x precision, then the forward, forward+backward and peak memory of the best
+    configuration beside fla.  Sections stop being swept once ``budget_s`` has passed."""
+    from assocmem.gpu import chunk_bl
+    from assocmem.gpu.bench import _inputs, _time_fla
+    from assocmem.gpu.chunk import default_chunk_config
+
+    torch, device, cuda, shapes, result = _session(shapes, "mm", ceilings=H200)
     t0 = time.time()
-    result = {"provenance": provenance({"device": torch.cuda.get_device_name(0) if cuda else "cpu (interpreter)",
-                                        "mode": "mm", "ceilings": H200}), "shapes": {}}
 
     def late():
         return time.time() - t0 > budget_s
@@ -542,21 +550,12 @@ def mm2(shapes, out):
     """A short device run after the transposed-factor change of the quotient kernel's row loop: the
     check (C = 16, NaN-poisoned, float64), the covariance pass alone at 4 and 8 warps (and
     with 3xTF32 products at 4: mma layouts keep the C×C tiles inside a warp), the forward with the defaults, and fla's GDN forward in the same process."""
-    import torch
-
     from assocmem.gpu import chunk_bl
     from assocmem.gpu.bench import _inputs, _time_fla
     from assocmem.gpu.chunk import default_chunk_config
-    from assocmem.provenance import provenance
 
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
-    if not cuda:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-        shapes = ["tiny"]
+    torch, device, cuda, shapes, result = _session(shapes, "mm2")
     t0 = time.time()
-    result = {"provenance": provenance({"device": torch.cuda.get_device_name(0) if cuda else "cpu (interpreter)",
-                                        "mode": "mm2"}), "shapes": {}}
     for name in shapes:
         shape = SHAPES[name]
         B, T, H, D, m = shape
@@ -588,20 +587,11 @@ def mm2(shapes, out):
 def mm3(shapes, out):
     """A last short run: the cost of the host-side decay check of the quotient kernel, the mean
     pass's value block at each shape (few programs at S3), and the default forward."""
-    import torch
-
     from assocmem.gpu import chunk_bl
     from assocmem.gpu.bench import _inputs
     from assocmem.gpu.chunk import _decays_safe, default_chunk_config
-    from assocmem.provenance import provenance
 
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
-    if not cuda:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-        shapes = ["tiny"]
-    result = {"provenance": provenance({"device": torch.cuda.get_device_name(0) if cuda else "cpu (interpreter)",
-                                        "mode": "mm3"}), "shapes": {}}
+    torch, device, cuda, shapes, result = _session(shapes, "mm3")
     for name in shapes:
         B, T, H, D, m = shape = SHAPES[name]
         e = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape))})
@@ -621,19 +611,12 @@ def mm3(shapes, out):
 def two_level(shapes, out, levels=(1, 4, 8)):
     """The opt-in two-level forward (``config={"super_chunks": S}``): the check against float64
     (NaN-poisoned, two batch elements x two heads) and the forward at each ``S``."""
-    import torch
-
     from assocmem.gpu import chunk_bl
     from assocmem.gpu.bench import _inputs
-    from assocmem.provenance import provenance
 
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
+    torch, device, cuda, shapes, result = _session(shapes, "two_level")
     if not cuda:
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-        shapes, levels = ["tiny"], (1, 2)
-    result = {"provenance": provenance({"device": torch.cuda.get_device_name(0) if cuda else "cpu (interpreter)",
-                                        "mode": "two_level"}), "shapes": {}}
+        levels = (1, 2)
     for name in shapes:
         B, T, H, D, m = shape = SHAPES[name]
         e = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape))})

@@ -36,12 +36,13 @@ def interpret_requested() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
 
 
-def kernels(interpret: bool, filename: str = "_kernels.py"):
-    """A kernel module of this package (``_kernels.py`` by default), compiled
-    (``interpret=False``) or interpreted.  It is loaded under a private name with
+def kernels(interpret: bool, filename: str | Path = "_kernels.py"):
+    """A kernel module (a file of this package, ``_kernels.py`` by default, or any path),
+    compiled (``interpret=False``) or interpreted.  It is loaded under a private name with
     ``TRITON_INTERPRET`` forced for the duration, so the import order of
     ``triton`` does not matter and both modes can coexist in one process."""
-    key = (bool(interpret), filename)
+    path = _KERNEL_FILE.with_name(filename) if isinstance(filename, str) else Path(filename)
+    key = (bool(interpret), str(path))
     with _LOCK:
         mod = _LOADED.get(key)
         if mod is not None:
@@ -49,9 +50,10 @@ def kernels(interpret: bool, filename: str = "_kernels.py"):
         old = os.environ.get("TRITON_INTERPRET")
         os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
         try:
-            stem = Path(filename).stem
-            name = f"assocmem.gpu.{stem}_{'interp' if interpret else 'jit'}"
-            spec = importlib.util.spec_from_file_location(name, _KERNEL_FILE.with_name(filename))
+            rel = path.with_suffix("").relative_to(_KERNEL_FILE.parent) if path.is_relative_to(_KERNEL_FILE.parent) \
+                else Path(path.stem)
+            name = f"assocmem.gpu.{'.'.join(rel.parts)}_{'interp' if interpret else 'jit'}"
+            spec = importlib.util.spec_from_file_location(name, path)
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
         finally:

@@ -17,55 +17,23 @@ otherwise the torch form runs.
 """
 from __future__ import annotations
 
-import importlib.util
-import os
-import threading
 from pathlib import Path
 
 import torch
 
+from .._dispatch import kernels as _load, mode_for
+
 _KERNEL_FILE = Path(__file__).with_name("_diag_kernels.py")
-_LOADED: dict = {}
-_LOCK = threading.Lock()
 
 
 def _kernels(interpret: bool):
-    """The kernel module, compiled or interpreted (``TRITON_INTERPRET`` forced while it is loaded)."""
-    with _LOCK:
-        mod = _LOADED.get(interpret)
-        if mod is not None:
-            return mod
-        old = os.environ.get("TRITON_INTERPRET")
-        os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
-        try:
-            name = f"assocmem.gpu.tasks._diag_kernels_{'interp' if interpret else 'jit'}"
-            spec = importlib.util.spec_from_file_location(name, _KERNEL_FILE)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-        finally:
-            if old is None:
-                os.environ.pop("TRITON_INTERPRET", None)
-            else:
-                os.environ["TRITON_INTERPRET"] = old
-        _LOADED[interpret] = mod
-        return mod
-
-
-def _triton_ok() -> bool:
-    try:
-        import triton  # noqa: F401
-    except Exception:
-        return False
-    return True
+    """The kernel module, compiled or interpreted (:func:`assocmem.gpu._dispatch.kernels`)."""
+    return _load(interpret, _KERNEL_FILE)
 
 
 def use_fused(device) -> bool:
     """True when the kernels run for tensors on ``device`` (CUDA, or CPU under ``TRITON_INTERPRET=1``)."""
-    if not _triton_ok():
-        return False
-    if getattr(device, "type", str(device)) == "cuda":
-        return True
-    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
+    return mode_for(device) != "naive"
 
 
 class _DiagCovPass(torch.autograd.Function):
