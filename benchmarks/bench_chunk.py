@@ -474,13 +474,17 @@ def mm(shapes, out, budget_s=400.0):
             return (f"{c['cov_kernel']}_C{c['C']}_cw{c['cov_warps']}" + ("_unroll" if c.get("unroll") else "")
                     + ("" if c.get("cov_precision", "ieee") == "ieee" else "_" + c["cov_precision"]))
 
-        def tcov(c):
-            k = ckey(c)
-            if k not in cov and not late():
-                _guard(cov, k, lambda: time_passes(torch, shape, device, c["C"],
-                                                   {n: v for n, v in c.items() if n != "C"}, only="cov"))
-            v = cov.get(k)
-            return v if isinstance(v, float) else float("inf")
+        def timer(store, key, only):
+            """Time one pass for a candidate once (memoised in ``store``); inf on error or past the budget."""
+            def t(c):
+                k = key(c)
+                if k not in store and not late():
+                    _guard(store, k, lambda: time_passes(torch, shape, device, c["C"],
+                                                         {n: v for n, v in c.items() if n != "C"}, only=only))
+                v = store.get(k)
+                return v if isinstance(v, float) else float("inf")
+            return t
+        tcov = timer(cov, ckey, "cov")
         for c in cands:
             tcov(c)
         best = min(cands[1:], key=tcov)
@@ -494,13 +498,7 @@ def mm(shapes, out, budget_s=400.0):
                 if bv <= max(16, m):
                     mcands.append(dict(best, BV=bv, mean_warps=mw, mean_precision=prec))
 
-        def tmean(c):
-            k = f"BV{c['BV']}_mw{c['mean_warps']}_{c['mean_precision']}"
-            if k not in mean and not late():
-                _guard(mean, k, lambda: time_passes(torch, shape, device, c["C"],
-                                                    {n: v for n, v in c.items() if n != "C"}, only="mean"))
-            v = mean.get(k)
-            return v if isinstance(v, float) else float("inf")
+        tmean = timer(mean, lambda c: f"BV{c['BV']}_mw{c['mean_warps']}_{c['mean_precision']}", "mean")
         for c in mcands:
             tmean(c)
         best_ieee = min([c for c in mcands if c["mean_precision"] == "ieee"], key=tmean)
