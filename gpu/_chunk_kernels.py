@@ -39,6 +39,11 @@ notation of :mod:`.chunk`; ``R[τ, i] = α_{i+1} ⊙ … ⊙ α_τ`` relative to
   ``PREC`` selects the precision of these value-side products ("ieee" by
   default; "tf32" is measured in the benchmark, not used by default).
 
+A second covariance-pass kernel, :func:`chunk_cov_fwd_mm_kernel` (the *quotient*
+form: ratios ``γ_τ/γ_i``, five matmuls a chunk, only ``C×C`` work left in the row
+loop), has the same inputs and outputs; ``chunk._cov_kernel`` picks it where
+:func:`_abs_log_decay_sum` finds the decays safe and it was faster on the H200.
+
 Padding: tokens past ``T`` load ``k = q = v = 0``, ``α = 1``, ``ℓ² = 0``,
 ``r² = 1`` (they do not touch the state); key dimensions past ``D`` load 0
 (and ``ℓ²`` is masked there), so the padded block of ``P`` stays 0.
