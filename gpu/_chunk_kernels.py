@@ -346,11 +346,10 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
 
 
 @triton.jit
-def _abs_log_decay_sum(x_ptr, out_ptr, T, NT, H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
-                       C: tl.constexpr, IS_LOG: tl.constexpr):
+def _abs_log_decay_sum(a_ptr, out_ptr, T, NT, H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
+                       C: tl.constexpr):
     """Guard of the quotient kernel: ``max`` over (dimension, chunk) of ``Σ_τ |log|α_τ||`` inside
-    a chunk (``x`` holds ``α``, or ``log α`` when ``IS_LOG``), atomically into ``out[0]``.
-    One program per (batch, chunk, head)."""
+    a chunk, atomically into ``out[0]``.  One program per (batch, chunk, head)."""
     pid = tl.program_id(0).to(tl.int64)
     i_h = pid % H
     i_n = (pid // H) % NT
@@ -359,9 +358,6 @@ def _abs_log_decay_sum(x_ptr, out_ptr, T, NT, H: tl.constexpr, D: tl.constexpr, 
     rc = tl.arange(0, BD)[None, :]
     t = i_n * C + ri
     m = (t < T) & (rc < D)
-    x = tl.load(x_ptr + ((i_b * T + t) * H + i_h) * D + rc, mask=m, other=1.0 - IS_LOG).to(tl.float32)
-    if IS_LOG:
-        la = tl.abs(x)
-    else:
-        la = tl.abs(tl.log(tl.maximum(tl.abs(x), 1e-30)))     # α = 0 counts |log 1e-30| ≈ 69 > the bound
+    x = tl.load(a_ptr + ((i_b * T + t) * H + i_h) * D + rc, mask=m, other=1.0).to(tl.float32)
+    la = tl.abs(tl.log(tl.maximum(tl.abs(x), 1e-30)))          # α = 0 counts |log 1e-30| ≈ 69 > the bound
     tl.atomic_max(out_ptr, tl.reduce(tl.reduce(la, 0, _sum), 0, _max))

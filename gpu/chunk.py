@@ -161,12 +161,12 @@ def default_chunk_config(D: int, m: int, G: int, C: int, BH: int = 0) -> dict:  
 
     BD = max(16, _pow2(D))
     mg = m // G
-    # H200 sweeps: BV = 64 with 8 warps at every D.  At D = 64 in full fp32 (S1: 0.67 ms against
-    # 1.06 with BV = 16); at D = 128 the fp32 products of BV = 64 spill (19.2 ms) and 3xTF32 runs
-    # them on tensor cores without spilling (1.92 ms against 3.19 for the best fp32 block, with
-    # the same error against float64, 3.6e-7 vs 3.8e-7)
-    # with fewer (batch, head, group) than SMs (S3: 64), 16 columns a program: S3 2.12 ms against 2.60
-    # with 64 (S1, 128 of them: 0.67 with 64 against 1.06 with 16; benchmarks/h200_chunk_mm3.json)
+    # H200 sweeps (benchmarks/h200_chunk_mm.json, h200_chunk_mm3.json): 64 value columns a program
+    # with 8 warps when there are >= 128 (batch, head, group) programs (S1: 0.67 ms against 1.06
+    # with 16), 16 columns when there are fewer (S3, 64 of them: 2.12 ms against 2.60 with 64).
+    # At D = 128 the fp32 products of BV = 64 spill (19.2 ms) and 3xTF32 runs them on tensor
+    # cores without spilling (1.92 ms against 3.19 for the best fp32 block; error against
+    # float64 3.6e-7 vs 3.8e-7)
     BV = max(16, min(64 if BH * G >= 128 or BH == 0 else 16, _pow2(mg)))
     mean_warps = 8 if BV * BD >= 4096 else 4
     mean_precision = "ieee" if BD <= 64 else "tf32x3"
@@ -195,8 +195,7 @@ def _decays_safe(a, C: int, K=None) -> bool:
         from .fused_recurrent import _pow2
 
         out = torch.zeros(1, dtype=torch.float32, device=a.device)
-        K._abs_log_decay_sum[(B * NT * H,)](a.contiguous(), out, T, NT, H=H, D=D, BD=max(16, _pow2(D)), C=C,
-                                            IS_LOG=False)
+        K._abs_log_decay_sum[(B * NT * H,)](a.contiguous(), out, T, NT, H=H, D=D, BD=max(16, _pow2(D)), C=C)
         return bool(out[0] <= LOG_GAMMA_BOUND)                  # NaN/inf compare False
     la = torch.log(a.detach().abs().float()).abs_()            # +inf where α = 0
     if NT * C != T:
