@@ -140,6 +140,14 @@ def curriculum_data(results_dir) -> dict:
     return out
 
 
+def _pyplot():
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (imported on use: matplotlib is optional)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
 def _style():
     try:
         from assocmem.figures.core import STYLE
@@ -176,9 +184,7 @@ def _save(fig, out_dir, name):
 
 
 def plot_collision(results_dir, out_dir) -> list[Path]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     w, o = collision_writes_data(results_dir), collision_overlap_data(results_dir)
     if not w:
@@ -203,9 +209,7 @@ def plot_collision(results_dir, out_dir) -> list[Path]:
 
 
 def plot_random_keys(results_dir, out_dir) -> list[Path]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     d = random_keys_data(results_dir)
     if not d["ce"]:
@@ -227,9 +231,7 @@ def plot_random_keys(results_dir, out_dir) -> list[Path]:
 
 
 def plot_swap(results_dir, out_dir) -> list[Path]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     from .names import CURRICULUM_MODELS
 
@@ -263,9 +265,7 @@ def plot_swap(results_dir, out_dir) -> list[Path]:
 
 
 def plot_stress(results_dir, out_dir) -> list[Path]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     d = stress_curves_data(results_dir)
     if not d:
@@ -292,9 +292,7 @@ def plot_stress(results_dir, out_dir) -> list[Path]:
 
 
 def plot_curriculum(results_dir, out_dir) -> list[Path]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     d = curriculum_data(results_dir)
     if not d:
