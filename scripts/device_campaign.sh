@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One device call of the learned-task campaign (issue 8), from the repo root on the
+# device machine:
+#
+#   ASSOCMEM_COMMIT=<hash> bash scripts/device_campaign.sh [campaign options...]
+#
+# Installs fla (wheels carried in .whl/) and this package (not editable, run from
+# /tmp so the checkout's top-level folders are not imported by accident), starts
+# from the committed results/ plus, when present, the checkpoints and partial
+# curves of the previous call (.resume/results.tgz, carried), runs
+# `python -m assocmem.gpu.tasks.campaign --out $OUT/results ...`, and packs the
+# whole results folder (JSONs, checkpoints, log) into $OUT/results.tgz: one file,
+# because a call returns at most 8.  Unpack it beside the checkout and copy the
+# new JSONs into results/ (checkpoints stay out of git; see .gitignore).
+set -uo pipefail
+: "${OUT:?run this on the device machine, where OUT is set}"
+export PYTHONUNBUFFERED=1
+export ASSOCMEM_COMMIT="${ASSOCMEM_COMMIT:-unknown}"
+root=$(pwd)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} || { echo "fla wheels: install failed"; exit 3; }
+python3 -m pip install -q --no-deps --no-build-isolation . || { echo "assocmem: install failed"; exit 3; }
+mkdir -p "$OUT/results"
+cp -r results/. "$OUT/results/"
+if [ -f .resume/results.tgz ]; then
+  tar xzf .resume/results.tgz -C "$OUT" && echo "resumed from .resume/results.tgz"
+fi
+nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
+cd /tmp && python3 -m assocmem.gpu.tasks.campaign --out "$OUT/results" "$@" 2>&1 | tee "$OUT/results/campaign.log"
+rc=${PIPESTATUS[0]}
+cd "$OUT" && tar czf results.tgz results && rm -rf results
+ls -la "$OUT"
+exit "$rc"
