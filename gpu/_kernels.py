@@ -171,7 +171,7 @@ def mean_bwd_rev_kernel(q_ptr, k_ptr, a_ptr, u_ptr, beta_ptr, e_ptr, do_ptr, dmT
                         de_ptr, dw_ptr, dm0_ptr, T, NTOK,
                         H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
                         MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NV: tl.constexpr,
-                        HAS_ALPHA: tl.constexpr):
+                        HAS_ALPHA: tl.constexpr, ATOMIC: tl.constexpr = False):
     pid = tl.program_id(0).to(tl.int64)
     i_v = pid % NV
     i_bh = pid // NV
@@ -217,7 +217,10 @@ def mean_bwd_rev_kernel(q_ptr, k_ptr, a_ptr, u_ptr, beta_ptr, e_ptr, do_ptr, dmT
         dw = tl.reduce(S * ee, 0, tl.standard._sum_combine, keep_dims=True)   # G_t e_t (block part)
         cur = tok + t * H
         tl.store(de_ptr + cur * M + cv, de, mask=mv)
-        tl.store(dw_ptr + (i_v * NTOK + cur) * D + rc, dw, mask=mc)
+        if ATOMIC:      # one [B, T, H, G, D] buffer, the value blocks of a group add into it
+            tl.atomic_add(dw_ptr + (cur * G + i_g) * D + rc, dw, mask=mc)
+        else:           # per-block partials [NV, B, T, H, D], summed by the caller
+            tl.store(dw_ptr + (i_v * NTOK + cur) * D + rc, dw, mask=mc)
         S = S - de * kk                                                     # dM̄_t = (I − k wᵀ) G_t
         if HAS_ALPHA:
             S = S * aa                                                      # A_t dM̄_t
@@ -370,7 +373,7 @@ def mean_bwd_fwd_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, de_ptr, do_ptr, m0_ptr, d
                         T, NTOK,
                         H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
                         MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NV: tl.constexpr,
-                        HAS_ALPHA: tl.constexpr):
+                        HAS_ALPHA: tl.constexpr, ATOMIC: tl.constexpr = False):
     pid = tl.program_id(0).to(tl.int64)
     i_v = pid % NV
     i_bh = pid // NV
@@ -411,5 +414,9 @@ def mean_bwd_fwd_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, de_ptr, do_ptr, m0_ptr, d
         S = S + ee * (bb * uu)
         dq = tl.reduce(S * dd, 0, tl.standard._sum_combine, keep_dims=True)
         cur = tok + t * H
-        tl.store(dk_ptr + (i_v * NTOK + cur) * D + rc, dk, mask=mc)
-        tl.store(dq_ptr + (i_v * NTOK + cur) * D + rc, dq, mask=mc)
+        if ATOMIC:      # one [B, T, H, D] buffer each
+            tl.atomic_add(dk_ptr + cur * D + rc, dk, mask=mc)
+            tl.atomic_add(dq_ptr + cur * D + rc, dq, mask=mc)
+        else:
+            tl.store(dk_ptr + (i_v * NTOK + cur) * D + rc, dk, mask=mc)
+            tl.store(dq_ptr + (i_v * NTOK + cur) * D + rc, dq, mask=mc)

@@ -141,19 +141,29 @@ def _backward(K, q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, 
     has_a = a is not None
 
     de = _empty((B, T, H, m), f32, dev)
-    dw_part = _empty((NV, B, T, H, D), f32, dev)
     dM0t = _empty((B, H, m, D), f32, dev)
+    # value blocks add their parts of dw, dq, dk atomically into one buffer each (``bwd_reduce =
+    # "atomic"``, the default) or write per-block partials [NV, B, T, H, D] summed here
+    # (``"partials"``: deterministic, NV times the memory: 3.2 of the 4.1 GB peak at S1)
+    atomic = NV > 1 and cfg.get("bwd_reduce", "atomic") == "atomic"
+    if atomic:
+        dw = torch.zeros((B, T, H, G, D), dtype=f32, device=dev)
+    elif NV == 1:                                  # one block (so G = 1): a plain store
+        dw = _empty((B, T, H, G, D), f32, dev)
+    else:
+        dw = _empty((NV, B, T, H, D), f32, dev)
     K.mean_bwd_rev_kernel[(B * H * NV,)](
         q, k, a if has_a else dummy, u, beta, e, do, dMTt,
-        de, dw_part, dM0t, T, NTOK,
+        de, dw, dM0t, T, NTOK,
         H=H, G=G, D=D, M=m, MG=mg, BD=BD, BV=BV, NV=NV,
-        HAS_ALPHA=has_a, num_warps=cfg["mean_warps"])
-    if G == 1:
-        dw = dw_part.sum(0)[:, :, :, None, :]
-    else:
-        # blocks of one group are consecutive (BV divides m/G)
-        dw = dw_part.view(G, NV // G, B, T, H, D).sum(1).permute(1, 2, 3, 0, 4)
-    dw = dw.contiguous()
+        HAS_ALPHA=has_a, ATOMIC=atomic, num_warps=cfg["mean_warps"])
+    if not (NV == 1 or atomic):
+        if G == 1:
+            dw = dw.sum(0)[:, :, :, None, :]
+        else:
+            # blocks of one group are consecutive (BV divides m/G)
+            dw = dw.view(G, NV // G, B, T, H, D).sum(1).permute(1, 2, 3, 0, 4)
+        dw = dw.contiguous()
 
     du = _empty((B, T, H, G, D), f32, dev)
     z = _empty((B, T, H, G, D), f32, dev)
@@ -168,17 +178,24 @@ def _backward(K, q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, 
     K.cov_bwd_fwd_kernel[(B * H * G,)](
         a if has_a else dummy, l2, P0, u, beta, du, x, T,
         H=H, G=G, D=D, BD=BD, HAS_ALPHA=has_a, num_warps=cfg["cov_warps"])
-    dq_part = _empty((NV, B, T, H, D), f32, dev)
-    dk_part = _empty((NV, B, T, H, D), f32, dev)
+    if atomic:
+        dq = torch.zeros((B, T, H, D), dtype=f32, device=dev)
+        dk_mean = torch.zeros((B, T, H, D), dtype=f32, device=dev)
+    elif NV == 1:
+        dq = _empty((B, T, H, D), f32, dev)
+        dk_mean = _empty((B, T, H, D), f32, dev)
+    else:
+        dq = _empty((NV, B, T, H, D), f32, dev)
+        dk_mean = _empty((NV, B, T, H, D), f32, dev)
     K.mean_bwd_fwd_kernel[(B * H * NV,)](
-        a if has_a else dummy, u, beta, e, de, do, M0t, dq_part, dk_part,
+        a if has_a else dummy, u, beta, e, de, do, M0t, dq, dk_mean,
         T, NTOK,
         H=H, G=G, D=D, M=m, MG=mg, BD=BD, BV=BV, NV=NV,
-        HAS_ALPHA=has_a, num_warps=cfg["mean_warps"])
+        HAS_ALPHA=has_a, ATOMIC=atomic, num_warps=cfg["mean_warps"])
 
     dl2 = dPd.sum((-1, -2))
-    dq = dq_part.sum(0)
-    dk_mean = dk_part.sum(0)
+    if not (NV == 1 or atomic):
+        dq, dk_mean = dq.sum(0), dk_mean.sum(0)
     dk = dk_mean + (x + ds[..., None] * u).sum(3)
     dg = None
     if need_dg:
