@@ -9,9 +9,11 @@
 # from the committed results/ plus, when present, the checkpoints and partial
 # curves of the previous call (.resume/results.tgz, carried), runs
 # `python -m assocmem.gpu.tasks.campaign --out $OUT/results ...`, and packs the
-# whole results folder (JSONs, checkpoints, log) into $OUT/results.tgz: one file,
-# because a call returns at most 8.  Unpack it beside the checkout and copy the
-# new JSONs into results/ (checkpoints stay out of git; see .gitignore).
+# results (JSONs, per-run logs, campaign log) into $OUT/results.tgz and the
+# checkpoints into $OUT/ckpts.tgz.part-aa, -ab, ... (15 MB pieces: a call returns at
+# most 8 files of at most 16 MiB).  Unpack results.tgz beside the checkout and copy
+# the new JSONs into results/; put results.tgz and the ckpts pieces in .resume/ for
+# the next call (checkpoints stay out of git; see .gitignore).
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
 export PYTHONUNBUFFERED=1
@@ -25,9 +27,16 @@ cp -r results/. "$OUT/results/"
 if [ -f .resume/results.tgz ]; then
   tar xzf .resume/results.tgz -C "$OUT" && echo "resumed from .resume/results.tgz"
 fi
+if ls .resume/ckpts.tgz.part-* >/dev/null 2>&1; then
+  cat .resume/ckpts.tgz.part-* | tar xzf - -C "$OUT" && echo "checkpoints from .resume/ckpts.tgz.part-*"
+fi
 nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
 cd /tmp && python3 -m assocmem.gpu.tasks.campaign --out "$OUT/results" "$@" 2>&1 | tee "$OUT/results/campaign.log"
 rc=${PIPESTATUS[0]}
-cd "$OUT" && tar czf results.tgz results && rm -rf results
+cd "$OUT" || exit 3
+find results -name '*.ckpt.pt' > /tmp/ckpts.txt
+tar czf results.tgz --exclude='*.ckpt.pt' results
+[ -s /tmp/ckpts.txt ] && tar czf - -T /tmp/ckpts.txt | split -b 15M - ckpts.tgz.part-
+rm -rf results
 ls -la "$OUT"
 exit "$rc"

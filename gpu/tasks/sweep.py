@@ -61,6 +61,9 @@ def run_jobs(jobs, *, out: str | Path = "results", steps=None, batch_size=None, 
         log(f"{len(jobs) - len(todo)} run(s) already have results, {len(todo)} to go")
     gpu_ids = list(range(_gpu_count())) if devices is None else list(devices)
     slots = [(g, w) for w in range(workers_per_device) for g in gpu_ids] or [(None, 0)]
+    # one CPU share per worker: torch/OpenMP default to every core in every process, and
+    # dozens of processes each spinning that many threads starve the launch-bound runs
+    threads = str(max(1, (os.cpu_count() or 1) // len(slots)))
     running: dict = {}
     records = []
     queue = list(todo)
@@ -78,6 +81,8 @@ def run_jobs(jobs, *, out: str | Path = "results", steps=None, batch_size=None, 
                 cmd += ["--batch-size", str(batch_size)]
             cmd += list(extra_args)
             env = dict(os.environ)
+            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+                env.setdefault(var, threads)
             if sl[0] is not None:
                 env["CUDA_VISIBLE_DEVICES"] = str(sl[0])
             (out / task).mkdir(parents=True, exist_ok=True)
@@ -106,8 +111,20 @@ def run_jobs(jobs, *, out: str | Path = "results", steps=None, batch_size=None, 
             records.append({"task": task, "model": model, "seed": seed, "device": sl[0], "rc": rc,
                             "seconds": round(dt, 1)})
             log(f"{'done' if rc == 0 else f'FAILED (rc {rc})'} {task}:{model}:s{seed} in {dt:.1f}s")
+            if rc != 0:
+                log("  " + _last_line(out / task / f"{run_name(model, seed)}.log"))
             del running[sl]
     return records
+
+
+def _last_line(path) -> str:
+    """The last non-empty line of a run's log (progress-bar carriage returns split lines too)."""
+    try:
+        lines = [ln.strip() for ln in Path(path).read_text(errors="replace").replace("\r", "\n").splitlines()]
+    except OSError:
+        return f"(no log at {path})"
+    lines = [ln for ln in lines if ln]
+    return lines[-1][-300:] if lines else "(empty log)"
 
 
 def sweep(task: str, *, models=None, seeds=None, **kw) -> list[dict]:

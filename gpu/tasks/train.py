@@ -416,6 +416,12 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
             bar.update()
         if ckpt_every and (step + 1) % ckpt_every == 0 and step + 1 < steps:
             save_ckpt(step + 1)
+            if bar is None:      # a line per checkpoint in the run's log (sweeps run without a bar)
+                el = time.perf_counter() - t0
+                print(f"{task}:{model}:s{seed} step {step + 1}/{steps} after {el:.0f}s "
+                      f"({1e3 * el / (step + 1 - step0):.1f} ms/step)"
+                      + (f", last loss {curve[-1]['loss']:.3f} acc {curve[-1]['acc']:.3f}" if curve else ""),
+                      flush=True)
     if bar:
         bar.close()
     if dev.type == "cuda":
