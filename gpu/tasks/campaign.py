@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -143,6 +144,14 @@ def main(argv=None) -> int:
                              batch_size=args.batch_size, deadline=t0 + args.budget_s - args.reserve_s,
                              kill_at=t0 + args.budget_s, log=log))
 
+    # the groups run side by side: split the cores over all their workers (sweep.run_jobs
+    # would give each group's workers the whole machine)
+    n_slots = sum((len(devices) if devices is not None else 1)
+                  * (args.workers_per_device if i == 0 or args.heavy_workers_per_device is None
+                     else args.heavy_workers_per_device)
+                  for i, (_, devices) in enumerate(groups))
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, str(max(1, (os.cpu_count() or 1) // max(1, n_slots))))
     threads = []
     for i, (group_jobs, devices) in enumerate(groups):
         wpd = args.workers_per_device if i == 0 or args.heavy_workers_per_device is None \
