@@ -64,10 +64,12 @@ def _ratios(a):
 
 
 def chunk_bl_torch(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
-                   chunk_size: int = 64, *, g=None, validate: bool = True):
+                   chunk_size: int = 64, *, g=None, validate: bool = True, return_saved: bool = False):
     """The BL filter computed chunk by chunk with torch ops; same contract as :func:`fused_recurrent_bl`.
 
-    ``chunk_size`` ∈ {16, 32, 64}.  Returns ``(o, final_state or None)``.
+    ``chunk_size`` ∈ {16, 32, 64}.  Returns ``(o, final_state or None)``, and with
+    ``return_saved`` a third item ``(u [B, T, H, G, D], β [B, T, H, G], e [B, T, H, m])``: what
+    the chunked kernels keep for the backward (:mod:`.chunk_backward`).
     """
     if chunk_size not in CHUNK_SIZES:
         raise ValueError(f"chunk_size must be one of {CHUNK_SIZES} (got {chunk_size!r})")
@@ -94,7 +96,7 @@ def chunk_bl_torch(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, outp
     else:
         M = x.M0.to(dt).reshape(B, H, D, G, mg).permute(0, 1, 3, 2, 4)          # [B, H, G, D, mg]
         P = x.P0.to(dt)
-    outs = []
+    outs, saved = [], []
     for s0 in range(0, T, chunk_size):
         s1 = min(T, s0 + chunk_size)
         C = s1 - s0
@@ -122,6 +124,8 @@ def chunk_bl_torch(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, outp
         Aqu = torch.einsum("bhtd,bhtid,bhgid->bhgti", qc, R, u)          # q_τ · R[τ,i] ⊙ u_i
         o = torch.einsum("bhtd,bhgdc->bhgtc", gam * qc, M) + torch.einsum("bhgti,bhgic->bhgtc", Aqu, bE)
         outs.append(o)
+        if return_saved:
+            saved.append((u, beta, E))
         ut = R[:, :, -1][:, :, None] * u                     # ũ_i = R[C-1,i] ⊙ u_i
         M = gam[:, :, -1][:, :, None, :, None] * M + torch.einsum("bhgid,bhgic->bhgdc", ut, bE)
         PiC = ((gam[:, :, -1, :, None] * gam[:, :, -1, None, :])[:, :, None] * P
@@ -129,10 +133,14 @@ def chunk_bl_torch(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, outp
         P = PiC - torch.einsum("bhgi,bhgid,bhgie->bhgde", beta, ut, ut)
     o = torch.cat(outs, dim=3)                               # [B, H, G, T, mg]
     o = o.permute(0, 3, 1, 2, 4).reshape(B, T, H, m).to(x.v.dtype)
-    if not output_final_state:
-        return o, None
-    Mout = M.permute(0, 1, 3, 2, 4).reshape(B, H, D, m)
-    return o, (Mout, P if x.grouped else P[:, :, 0])
+    final = None
+    if output_final_state:
+        final = (M.permute(0, 1, 3, 2, 4).reshape(B, H, D, m), P if x.grouped else P[:, :, 0])
+    if not return_saved:
+        return o, final
+    us, bs, es = (torch.cat(z, dim=3) for z in zip(*saved))          # [B, H, G, T, ...]
+    return o, final, (us.permute(0, 3, 1, 2, 4), bs.permute(0, 3, 1, 2),
+                      es.permute(0, 3, 1, 2, 4).reshape(B, T, H, m))
 
 
 # --------------------------------------------------------------------------
@@ -362,7 +370,10 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
     if config:
         cfg.update(config)
     _super_chunks(cfg)
-    bcfg = _launch_cfg(D, m, x.G, T, B * H, None, interp)
+    # the token-by-token backward's launch parameters; config["bwd_reduce"] ("atomic" | "partials")
+    # passes through (how its value blocks combine dw, dq, dk: see fused_recurrent._backward)
+    bcfg = _launch_cfg(D, m, x.G, T, B * H,
+                       {"bwd_reduce": cfg["bwd_reduce"]} if "bwd_reduce" in cfg else None, interp)
     M0t, P0 = _prepare_states(x, B, H, D, m, x.G, x.q.device)
     M0 = M0t.transpose(-1, -2)
     o, MT, PT = _ChunkBLFunction.apply(x.q, x.k, x.v, x.l2, x.r2, x.alpha, M0, P0, x.log_alpha,

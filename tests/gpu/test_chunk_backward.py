@@ -52,3 +52,135 @@ def test_atomic_value_block_reduction_equals_partials(interpret, make_inputs, re
     for n in ref:
         assert relerr(ref[n], gc[n]) < 1e-5, n
 
+
+# --------------------------------------------------------------------------
+# stage 1: the chunked backward in torch ops (float64), against autograd
+# --------------------------------------------------------------------------
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+from assocmem.gpu.chunk import chunk_bl_torch  # noqa: E402
+from assocmem.gpu.chunk_backward import chunk_bl_backward_torch, chunk_bl_torch_grad  # noqa: E402
+
+F64 = 1e-11           # relative RMS error allowed in float64 (measured ≤ 3e-15)
+
+
+def _decays(x, kind, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    if kind == "none":
+        x["alpha"] = None
+    elif kind == "strong":
+        x["alpha"] = x["alpha"] * 0.4                                   # 0.2 … 0.4
+    elif kind == "weak":
+        x["alpha"] = 1.0 - 0.01 * torch.rand(x["alpha"].shape, generator=gen, dtype=torch.float64)
+    elif kind == "signed":
+        x["alpha"] = x["alpha"] * torch.sign(torch.randn(x["alpha"].shape, generator=gen, dtype=torch.float64))
+    return x
+
+
+CASES = [  # (B, T, H, D, m, G, C, decay, init)
+    (1, 1, 1, 3, 2, 1, 16, "mid", False),        # one token
+    (1, 16, 1, 4, 4, 1, 16, "mid", True),        # exactly one chunk
+    (1, 17, 2, 5, 3, 1, 16, "strong", True),     # a boundary and a one-token chunk, odd sizes
+    (2, 37, 1, 4, 6, 2, 16, "weak", True),       # grouped noise, three chunks
+    (1, 45, 1, 6, 4, 1, 32, "none", False),      # identity dynamics, the prior start
+    (1, 70, 1, 4, 8, 4, 64, "signed", True),     # negative decays, C = 64 and a partial chunk, G = 4
+    (1, 33, 2, 8, 8, 2, 32, "strong", False),
+]
+
+
+@pytest.mark.parametrize("B,T,H,D,m,G,C,decay,init", CASES)
+def test_chunked_backward_equals_float64_autograd(make_inputs, relerr, B, T, H, D, m, G, C, decay, init):
+    """Every input's gradient (the final-state cotangents included) equals autograd through the
+    token-by-token ``naive_bl`` and through the chunked forward ``chunk_bl_torch``."""
+    x = _decays(make_inputs(B, T, H, D, m, G, alpha=decay != "none", init=init, seed=T + D), decay, T)
+    w = torch.randn(B, T, H, m, generator=torch.Generator().manual_seed(T), dtype=torch.float64)
+    ref = _autograd(naive_bl, x, w)
+    ref_c = _autograd(chunk_bl_torch, x, w, chunk_size=C)
+    got = _autograd(chunk_bl_torch_grad, x, w, chunk_size=C)
+    assert set(got) == set(ref)
+    for n in ref:
+        assert relerr(ref[n], got[n]) < F64, n
+        assert relerr(ref_c[n], got[n]) < F64, n
+
+
+def test_chunked_backward_log_decay_and_output_only(make_inputs, relerr):
+    """The log-decay ``g=`` and a loss of the outputs alone (no final-state cotangents)."""
+    x = make_inputs(1, 40, 2, 5, 4, alpha=True, init=True, seed=9)
+    g = torch.log(x.pop("alpha")).requires_grad_(True)
+    w = torch.randn(1, 40, 2, 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    grads = []
+    for fn, kw in ((naive_bl, {}), (chunk_bl_torch_grad, {"chunk_size": 16})):
+        leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2")}
+        gg = g.detach().clone().requires_grad_(True)
+        st0 = tuple(t.clone().requires_grad_(True) for t in x["initial_state"])
+        o, fin = fn(**leaves, g=gg, initial_state=st0, **kw)
+        assert fin is None
+        (o * w).sum().backward()
+        grads.append([t.grad for t in leaves.values()] + [gg.grad, st0[0].grad, st0[1].grad + st0[1].grad.mT])
+    for ref, got in zip(*grads):
+        assert relerr(ref, got) < F64
+
+
+def test_chunked_backward_function_contract(make_inputs, relerr):
+    """The raw function: zero cotangents given as None, shapes, the symmetric ``dP0``, and
+    ``chunk_size`` checked."""
+    x = make_inputs(1, 20, 1, 4, 4, 2, alpha=True, init=True, seed=4)
+    o, (MT, PT), (u, beta, e) = chunk_bl_torch(**x, chunk_size=16, output_final_state=True, return_saved=True)
+    assert u.shape == (1, 20, 1, 2, 4) and beta.shape == (1, 20, 1, 2) and e.shape == (1, 20, 1, 4)
+    M0, P0 = x["initial_state"]
+    do = torch.randn_like(o)
+    out = chunk_bl_backward_torch(x["q"], x["k"], x["l2"], x["alpha"], M0, P0, u, beta, e, do, None, None, 16)
+    dq, dk, dv, dl2, dr2, dg, dM0, dP0 = out
+    assert dq.shape == x["q"].shape and dv.shape == x["v"].shape and dr2.shape == x["r2"].shape
+    assert dg.shape == x["alpha"].shape and dM0.shape == M0.shape and dP0.shape == P0.shape
+    assert bool((dP0 == dP0.transpose(-1, -2)).all())
+    leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "v", "r2")}
+    o2, _ = naive_bl(**{**x, **leaves})
+    (o2 * do).sum().backward()
+    assert relerr(leaves["q"].grad, dq) < F64 and relerr(leaves["v"].grad, dv) < F64
+    assert relerr(leaves["r2"].grad, dr2) < F64
+    none = chunk_bl_backward_torch(x["q"], x["k"], x["l2"], x["alpha"], M0, P0, u, beta, e, None, None, None, 16,
+                                   need_dg=False)
+    assert none[5] is None and all(float(t.abs().max()) == 0.0 for t in none if t is not None)
+    with pytest.raises(ValueError, match="chunk_size"):
+        chunk_bl_backward_torch(x["q"], x["k"], x["l2"], None, M0, P0, u, beta, e, do, None, None, 24)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), T=st.integers(1, 50), C=st.sampled_from([16, 32]),
+       D=st.integers(1, 6), G=st.sampled_from([1, 2]), decay=st.sampled_from(["none", "mid", "strong", "signed"]),
+       init=st.booleans())
+def test_chunked_backward_property(make_inputs, relerr, seed, T, C, D, G, decay, init):
+    x = _decays(make_inputs(1, T, 1, D, 2 * G, G, alpha=decay != "none", init=init, seed=seed), decay, seed)
+    w = torch.randn(1, T, 1, 2 * G, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    ref = _autograd(naive_bl, x, w)
+    got = _autograd(chunk_bl_torch_grad, x, w, chunk_size=C)
+    for n in ref:
+        assert relerr(ref[n], got[n]) < 1e-9, n
+
+
+@pytest.mark.parametrize("B,T,H,D,m,G,C,decay,init", [c for c in CASES if c[7] != "signed"])
+def test_quotient_form_equals_product_form(make_inputs, relerr, B, T, H, D, m, G, C, decay, init):
+    """The kernels' quotient form (``R = γ_τ/γ_i``, no ``C×C×D`` tensors, padded chunks) equals the
+    product form in float64 (both against autograd: the test above)."""
+    from assocmem.gpu.chunk_backward import chunk_bl_backward_quotient_torch
+
+    x = _decays(make_inputs(B, T, H, D, m, G, alpha=decay != "none", init=init, seed=T + D), decay, T)
+    o, (MT, PT), (u, beta, e) = chunk_bl_torch(**x, chunk_size=C, output_final_state=True, return_saved=True)
+    if x["initial_state"] is None:
+        M0 = torch.zeros(B, H, D, m, dtype=torch.float64)
+        P0 = torch.eye(D, dtype=torch.float64).expand(B, H, G, D, D)
+    else:
+        M0, P0 = x["initial_state"]
+        P0 = P0 if P0.ndim == 5 else P0[:, :, None]
+    gen = torch.Generator().manual_seed(5)
+    do = torch.randn(o.shape, generator=gen, dtype=torch.float64)
+    dMT = torch.randn(MT.shape, generator=gen, dtype=torch.float64)
+    dPT = torch.randn(B, H, G, D, D, generator=gen, dtype=torch.float64)
+    ref = chunk_bl_backward_torch(x["q"], x["k"], x["l2"], x["alpha"], M0, P0, u, beta, e, do, dMT, dPT, C)
+    got = chunk_bl_backward_quotient_torch(x["q"], x["k"], x["v"], x["l2"], x["alpha"], M0, P0, u, beta, e,
+                                           do, dMT, dPT, C)
+    for r, g_ in zip(ref, got):
+        assert (r is None) == (g_ is None)
+        if r is not None:
+            assert relerr(r, g_) < F64
