@@ -630,6 +630,115 @@ def two_level(shapes, out, levels=(1, 4, 8)):
     return result
 
 
+def check_bwd(torch, shape, device, C=16, Tg=256, seed=1):
+    """Gradients of both backward choices against float64 ``naive_bl`` (NaN-poisoned buffers; two
+    batch elements x two heads, the first ``Tg`` tokens, a loss of the outputs and both final
+    states, initial state given), and of the chunked against the recurrent one on the whole shape
+    (fp32 both)."""
+    from assocmem.gpu import fused_recurrent as fr
+    from assocmem.gpu import chunk_bl, naive_bl
+    from assocmem.gpu.bench import _inputs
+
+    B, T, H, D, m = shape
+    x = _inputs(torch, (min(B, 2), min(T, Tg), min(H, 2), D, m), device, seed)
+    b, t, h = x["q"].shape[:3]
+    gen = torch.Generator(device="cpu").manual_seed(seed + 1)
+    Lf = torch.randn(b, h, D, D, generator=gen, dtype=torch.float64) * 0.3
+    st = (torch.randn(b, h, D, m, generator=gen, dtype=torch.float64).to(device),
+          (Lf @ Lf.transpose(-1, -2) / D + 0.1 * torch.eye(D, dtype=torch.float64)).to(device))
+    wo = torch.randn(*x["v"].shape, generator=gen, dtype=torch.float64).to(device)
+    runs = {"f64": (naive_bl, torch.float64, {})}
+    for kind in ("recurrent", "chunked"):
+        runs[kind] = (chunk_bl, torch.float32, {"chunk_size": C, "config": {"backward": kind}})
+    grads = {}
+    fr.POISON = True
+    try:
+        for name, (fn, dt, kw) in runs.items():
+            leaves = {n: v.to(dt).clone().requires_grad_(True) for n, v in x.items()}
+            s0 = tuple(v.to(dt).clone().requires_grad_(True) for v in st)
+            o, (M, P) = fn(**leaves, initial_state=s0, output_final_state=True, validate=False, **kw)
+            ((o.double() * wo).sum() + (M.double() ** 2).sum() + (P.double() ** 2).sum()).backward()
+            gP = s0[1].grad
+            grads[name] = dict({n: v.grad for n, v in leaves.items()}, M0=s0[0].grad, P0=0.5 * (gP + gP.mT))
+    finally:
+        fr.POISON = False
+    res = {}
+    for kind in ("recurrent", "chunked"):
+        res[kind] = {f"grad_{n}": _relerr(torch, grads["f64"][n], grads[kind][n]) for n in grads["f64"]}
+        res[kind]["nan_free"] = bool(all(not torch.isnan(v).any() for v in grads[kind].values()))
+    # whole shape, chunked against recurrent (both fp32)
+    x = _inputs(torch, shape, device, seed + 2)
+    do = torch.randn(*x["v"].shape, generator=gen).to(device)
+    full = {}
+    for kind in ("recurrent", "chunked"):
+        leaves = {n: v.clone().requires_grad_(True) for n, v in x.items()}
+        o, _ = chunk_bl(**leaves, chunk_size=C, validate=False, config={"backward": kind})
+        o.backward(do)
+        full[kind] = {n: v.grad for n, v in leaves.items()}
+    res["full_shape_chunked_vs_recurrent"] = {n: _relerr(torch, full["recurrent"][n], full["chunked"][n])
+                                              for n in full["recurrent"]}
+    return res
+
+
+def bwd(shapes, out, sizes=(16, 32, 64)):
+    """The chunked backward (``config={"backward": "chunked"}``) against the token-by-token one:
+    gradient checks first (:func:`check_bwd`), then forward+backward time and peak memory of both
+    choices at each chunk size, a few launch settings of the chunked backward, and fla's
+    ``chunk_delta_rule`` forward+backward (bf16) in the same process."""
+    from assocmem.gpu import chunk_bl
+    from assocmem.gpu.bench import _inputs, _time_fla
+
+    torch, device, cuda, shapes, result = _session(shapes, "bwd")
+    if not cuda:
+        sizes = (16,)
+    for name in shapes:
+        B, T, H, D, m = shape = SHAPES[name]
+        e = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape))})
+        _guard(e, "check", lambda: check_bwd(torch, shape, device))
+        x = _inputs(torch, shape, device, 2)
+        leaves = {n: t.clone().requires_grad_(True) for n, t in x.items()}
+        do = torch.randn(B, T, H, m, device=device)
+
+        def fb(C, cfg):
+            def f():
+                o, _ = chunk_bl(**leaves, chunk_size=C, validate=False, config=cfg)
+                o.backward(do)
+            return f
+
+        def peak(f):
+            if not cuda:
+                return None
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            f()
+            torch.cuda.synchronize()
+            return (torch.cuda.max_memory_allocated() - base) / 2**20
+
+        for C in sizes:
+            _guard(e, f"fwd_C{C}", lambda: _bench(
+                torch, lambda: chunk_bl(**x, chunk_size=C, validate=False), device))
+            for kind in ("recurrent", "chunked"):
+                f = fb(C, {"backward": kind})
+                _guard(e, f"fwdbwd_{kind}_C{C}", lambda: _bench(torch, f, device))
+                _guard(e, f"peak_MB_{kind}_C{C}", lambda: peak(f))
+            if out:
+                _bench_write(result, out)
+        if cuda:
+            for bw, bv in ((8, 64), (4, 32), (8, 32)):
+                cfg = {"backward": "chunked", "bwd_warps": bw, "bwd_BV": min(bv, m)}
+                _guard(e, f"fwdbwd_chunked_C16_w{bw}_BV{bv}", lambda: _bench(torch, fb(16, cfg), device))
+            _guard(e, "fla", lambda: _time_fla(torch, shape, device))
+            fla = e.get("fla") if isinstance(e.get("fla"), dict) else {}
+            ref = fla.get("fla_chunk_delta_fwdbwd")
+            if isinstance(ref, float):
+                times = {k: v for k, v in e.items() if k.startswith("fwdbwd_") and isinstance(v, float)}
+                e["ratio_to_fla_chunk_delta_fwdbwd"] = {k: v / ref for k, v in times.items()}
+        if out:
+            _bench_write(result, out)
+    return result
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", default="S1,S2,S3")
@@ -639,8 +748,12 @@ def main(argv=None) -> int:
     p.add_argument("--mm2", action="store_true", help="the short run after the row-loop change (see mm2())")
     p.add_argument("--mm3", action="store_true", help="decay-check cost and value block (see mm3())")
     p.add_argument("--two-level", action="store_true", help="the two-level forward (see two_level())")
+    p.add_argument("--bwd", action="store_true", help="the chunked backward against the recurrent one (see bwd())")
     p.add_argument("--budget-s", type=float, default=400.0)
     a = p.parse_args(argv)
+    if a.bwd:
+        bwd([s.strip() for s in a.shapes.split(",") if s.strip()], a.out)
+        return 0
     if a.two_level:
         two_level([s.strip() for s in a.shapes.split(",") if s.strip()], a.out)
         return 0

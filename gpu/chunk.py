@@ -188,7 +188,7 @@ LOG_GAMMA_BOUND = 60.0          # < 69 = |log 1e-30|, the floor at which the gua
 COV_KERNELS = ("auto", "matmul", "rows")
 
 
-def _decays_safe(a, C: int, K=None) -> bool:
+def _decays_safe(a, C: int, K=None, bound: float = LOG_GAMMA_BOUND) -> bool:
     """Whether the quotient form of the covariance pass is safe for these decays: inside every
     chunk, ``Σ_τ |log|α_τ|| ≤ LOG_GAMMA_BOUND`` (so every cumulative decay relative to the
     chunk start, ``γ_τ = α_0 ⊙ … ⊙ α_τ``, is non-zero with ``|log|γ_τ|| ≤`` the bound: a
@@ -204,11 +204,11 @@ def _decays_safe(a, C: int, K=None) -> bool:
 
         out = torch.zeros(1, dtype=torch.float32, device=a.device)
         K._abs_log_decay_sum[(B * NT * H,)](a.contiguous(), out, T, NT, H=H, D=D, BD=max(16, _pow2(D)), C=C)
-        return bool(out[0] <= LOG_GAMMA_BOUND)                  # NaN/inf compare False
+        return bool(out[0] <= bound)                            # NaN/inf compare False
     la = torch.log(a.detach().abs().float()).abs_()            # +inf where α = 0
     if NT * C != T:
         la = torch.cat([la, la.new_zeros(B, NT * C - T, H, D)], 1)
-    return bool(la.view(B, NT, C, H, D).sum(2).amax() <= LOG_GAMMA_BOUND)
+    return bool(la.view(B, NT, C, H, D).sum(2).amax() <= bound)
 
 
 def _cov_kernel(K, cfg, a, C):
@@ -237,7 +237,7 @@ def _cov_kernel(K, cfg, a, C):
     return (K.chunk_cov_fwd_mm_kernel if kind == "matmul" else K.chunk_cov_fwd_kernel), warps
 
 
-def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
+def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e, keep_w=False):
     """Launch the chunked passes.  ``M0 [B, H, D, m]``, ``P0 [B, H, G, D, D]`` (fp32, contiguous).
 
     Returns ``o, M_T [B, H, D, m], P_T [B, H, G, D, D], u [B, T, H, G, D], β [B, T, H, G], e``.
@@ -274,6 +274,8 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
         H=H, G=G, D=D, M=m, MG=mg, BD=cfg["BD"], BV=BV, NVG=NVG, C=C,
         HAS_ALPHA=a is not None, STORE_E=need_e, PREC=cfg.get("mean_precision", "ieee"),
         num_warps=cfg["mean_warps"], num_stages=cfg.get("stages", 1))
+    if keep_w:                          # the chunked backward reads W = diag(β) L⁻¹
+        return o, MT, PT, u, beta, e, W
     return o, MT, PT, u, beta, e
 
 
@@ -294,10 +296,119 @@ def _forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
     return two_level_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e, S, _chunk_forward)
 
 
+BACKWARDS = ("recurrent", "chunked")
+# |log γ| bound inside a chunk for the chunked backward's quotient form: it divides by γ² and
+# forms c/γ² (≤ e^80 ≈ 6e34 < fp32's 3e38), a tighter condition than the forward's
+LOG_GAMMA_BOUND_BWD = 40.0
+
+
+def chunk_bwd_kernels(interpret: bool):
+    """:mod:`._chunk_bwd_kernels`, compiled or interpreted (see :func:`._dispatch.kernels`)."""
+    from ._dispatch import kernels
+
+    return kernels(interpret, "_chunk_bwd_kernels.py")
+
+
+def _backward_kind(cfg) -> str:
+    kind = cfg.get("backward", "recurrent")
+    if kind not in BACKWARDS:
+        raise ValueError(f"config['backward'] must be one of {BACKWARDS} (got {kind!r})")
+    return kind
+
+
+def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, cfg, need_dg):
+    """The chunked backward's four Triton passes and the torch epilogue (quotient form of
+    :func:`.chunk_backward.chunk_bl_backward_quotient_torch`).  ``M0, dMT [B, H, D, m]``,
+    ``P0, dPT [B, H, G, D, D]`` fp32 (``dPT`` symmetric), ``W [B, H, G, NT, C, C]`` from the forward.
+
+    Returns ``(dq, dk, dv, dl2, dr2 [B, T, H, G], dg or None, dM0, dP0)`` in fp32.
+    """
+    from .fused_recurrent import _empty, _pow2
+
+    B, T, H, D = q.shape
+    m = e.shape[-1]
+    G = u.shape[3]
+    mg = m // G
+    dev = q.device
+    f32 = torch.float32
+    NT = -(-T // C)
+    BD = max(16, _pow2(D))
+    BV = int(cfg.get("bwd_BV", max(16, min(64, _pow2(mg)))))
+    NVG = -(-mg // BV)
+    # unmeasured default: the covariance pass holds five D×D fp32 tiles (H, P, dP_m, P_m, dHP)
+    warps = int(cfg.get("bwd_warps", 8))
+    prec = cfg.get("bwd_precision", "ieee" if BD <= 64 else "tf32x3")
+    has_a = a is not None
+    dummy = torch.zeros(1, dtype=f32, device=dev)
+    ap = a if has_a else dummy
+    do = torch.zeros(B, T, H, m, dtype=f32, device=dev) if do is None else do.contiguous()
+    dMT = torch.zeros(B, H, D, m, dtype=f32, device=dev) if dMT is None else dMT.float().contiguous()
+    dPT = (torch.zeros(B, H, G, D, D, dtype=f32, device=dev) if dPT is None
+           else (0.5 * (dPT.float() + dPT.float().transpose(-1, -2))).contiguous())
+    kw = dict(H=H, G=G, D=D, BD=BD, C=C, HAS_ALPHA=has_a, PREC=prec, num_warps=warps, num_stages=1)
+    vkw = dict(kw, M=m, MG=mg, BV=BV, NVG=NVG)
+    # pass 1: chunk-start states
+    Ps = _empty((B, H, G, NT, D, D), f32, dev)
+    Ms = _empty((B, H, NT, D, m), f32, dev)
+    KB.chunk_bwd_pstate_kernel[(B * H * G,)](k, ap, l2, u, beta, P0, Ps, T, NT, **kw)
+    KB.chunk_bwd_mstate_kernel[(B * H * G * NVG,)](ap, u, beta, e, M0, Ms, T, NT, **vkw)
+    # pass 2: mean adjoint (value blocks add the shared adjoints atomically)
+    z = lambda *shape: torch.zeros(shape, dtype=f32, device=dev)  # noqa: E731
+    dv = _empty((B, T, H, m), f32, dev)
+    dM0 = _empty((B, H, D, m), f32, dev)
+    dAq, dN = z(B, H, G, NT, C, C), z(B, H, G, NT, C, C)
+    dUt = z(B, H, G, NT, C, D)
+    dbeta = z(B, T, H, G)
+    dgC, dcC = z(B, H, NT, D), z(B, H, NT, D)
+    dQg, dKg, dKd, dc, dgam = (z(B, T, H, D) for _ in range(5))
+    KB.chunk_bwd_mean_kernel[(B * H * G * NVG,)](
+        q, k, v, ap, u, beta, e, do, W, Ms, dMT, dv, dM0, dAq, dN, dUt, dbeta, dgC, dQg, dKg, T, NT, **vkw)
+    # pass 3: covariance adjoint
+    dr2 = _empty((B, T, H, G), f32, dev)
+    dP0 = _empty((B, H, G, D, D), f32, dev)
+    KB.chunk_bwd_cov_kernel[(B * H * G,)](
+        q, k, ap, l2, u, beta, W, Ps, dPT, dAq, dN, dUt, dbeta, dr2, dP0, dQg, dKg, dKd, dc, dgam, dgC, dcC,
+        T, NT, **kw)
+    # epilogue: γ, c per token (relative to the chunk) and the reverse cumulative sums
+    Tp = NT * C
+
+    def ch(t, value=0.0):                       # [B, T, H, X] -> [B, NT, C, H, X]
+        t = t.float()
+        if Tp != T:
+            t = torch.cat([t, t.new_full((B, Tp - T) + tuple(t.shape[2:]), value)], 1)
+        return t.view(B, NT, C, H, t.shape[-1])
+
+    Kc, Qc = ch(k), ch(q)
+    L2 = ch(l2[..., None])
+    if has_a:
+        gam = torch.cumprod(ch(a, 1.0), 2)
+        g2 = gam * gam
+        cc = g2 * torch.cumsum(L2 / g2, 2)
+    else:
+        gam, g2 = torch.ones_like(Kc), torch.ones_like(Kc)
+        cc = torch.cumsum(L2, 2).expand_as(Kc)
+    dQg_, dKg_ = ch(dQg), ch(dKg)
+    dq = gam * dQg_
+    dk = ch(dKd) + gam * dKg_
+    dc_ = ch(dc)
+    dc_[:, :, -1] += dcC.permute(0, 2, 1, 3)
+    rs = (g2 * dc_).flip(2).cumsum(2).flip(2)              # Σ_{τ≥j} dc_τ γ_τ²
+    dl2 = (rs / g2).sum(-1)
+    dg = None
+    if need_dg and has_a:
+        dgam_ = ch(dgam) + Kc * dKg_ + Qc * dQg_
+        dgam_[:, :, -1] += dgC.permute(0, 2, 1, 3)
+        dgam_ = dgam_ + 2.0 * (cc / gam) * dc_ - 2.0 * L2 * (rs / g2) / gam
+        dg = (dgam_ * gam).flip(2).cumsum(2).flip(2).reshape(B, Tp, H, D)[:, :T]
+    back = lambda t: t.reshape(B, Tp, H, -1)[:, :T]  # noqa: E731
+    return back(dq), back(dk), dv, back(dl2[..., None])[..., 0], dr2, dg, dM0, dP0
+
+
 class _ChunkBLFunction(torch.autograd.Function):
-    """Forward: the chunked kernels.  Backward: the token-by-token op's Triton
-    backward (:func:`.fused_recurrent._backward`), fed with the ``u, β, e`` and
-    final states that the chunked forward produced."""
+    """Forward: the chunked kernels.  Backward: the token-by-token op's Triton backward
+    (:func:`.fused_recurrent._backward`, fed with the ``u, β, e`` and final states that the
+    chunked forward produced), or with ``config={"backward": "chunked"}`` the chunked backward
+    kernels (:func:`_chunk_backward`) where the decays allow its quotient form."""
 
     @staticmethod
     def forward(ctx, q, k, v, l2, r2, dec, M0, P0, log_alpha, interpret, C, cfg, bcfg):
@@ -309,11 +420,17 @@ class _ChunkBLFunction(torch.autograd.Function):
         M0c = M0.float().contiguous()
         P0c = P0.float().contiguous()
         need_grad = any(ctx.needs_input_grad[:8])
-        o, MT, PT, u, beta, e = _forward(K, q, k, v, l2, r2, a, M0c, P0c, C, cfg, need_grad)
+        chunked = need_grad and _backward_kind(cfg) == "chunked" and _super_chunks(cfg) == 1
+        W = None
+        if chunked:
+            o, MT, PT, u, beta, e, W = _chunk_forward(K, q, k, v, l2, r2, a, M0c, P0c, C, cfg, True, keep_w=True)
+        else:
+            o, MT, PT, u, beta, e = _forward(K, q, k, v, l2, r2, a, M0c, P0c, C, cfg, need_grad)
         if need_grad:
-            ctx.save_for_backward(q, k, l2, a, M0c, P0c, u, beta, e, MT, PT)
+            ctx.save_for_backward(q, k, v if chunked else None, l2, a, M0c, P0c, u, beta, e, MT, PT, W)
             ctx.meta = (log_alpha, interpret, bcfg, v.dtype, r2.dtype, None if dec is None else dec.dtype,
                         M0.dtype, P0.dtype)
+            ctx.chunk = (C, cfg)
         ctx.set_materialize_grads(False)
         return o, MT, PT
 
@@ -321,12 +438,23 @@ class _ChunkBLFunction(torch.autograd.Function):
     def backward(ctx, do, dMT, dPT):
         from .fused_recurrent import bl_backward
 
-        q, k, l2, a, M0, P0, u, beta, e, MT, PT = ctx.saved_tensors
+        q, k, v, l2, a, M0, P0, u, beta, e, MT, PT, W = ctx.saved_tensors
+        C, cfg = ctx.chunk
+        log_alpha, interpret, _, vdt, r2dt, decdt, m0dt, p0dt = ctx.meta
+        need_dg = a is not None and ctx.needs_input_grad[5]
+        if W is not None and (a is None or _decays_safe(a, C, chunk_kernels(interpret), LOG_GAMMA_BOUND_BWD)):
+            dq, dk, dv, dl2, dr2, dg, dM0, dP0 = _chunk_backward(
+                chunk_bwd_kernels(interpret), q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, cfg, need_dg)
+            ddec = None
+            if need_dg:
+                ddec = (dg if log_alpha else dg / a.float()).to(decdt)
+            return (dq.to(q.dtype), dk.to(k.dtype), dv.to(vdt), dl2.to(l2.dtype), dr2.to(r2dt), ddec,
+                    dM0.to(m0dt), dP0.to(p0dt), None, None, None, None, None)
         # the chunked forward keeps means as [B, H, D, m]; the shared backward wants them transposed
         t = lambda x: None if x is None else x.transpose(-1, -2).contiguous()  # noqa: E731
         *rest, dM0t, dP0 = bl_backward(q, k, l2, a, t(M0), P0, u, beta, e, t(MT), PT, do, t(dMT), dPT,
-                                       ctx.meta, ctx.meta[2], a is not None and ctx.needs_input_grad[5])
-        return (*rest, dM0t.transpose(-1, -2).to(ctx.meta[6]), dP0, None, None, None, None, None)
+                                       ctx.meta, ctx.meta[2], need_dg)
+        return (*rest, dM0t.transpose(-1, -2).to(m0dt), dP0, None, None, None, None, None)
 
 
 def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
@@ -341,6 +469,10 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
     the token-by-token op's Triton backward (see the module docstring); the
     same rule as :func:`fused_recurrent_bl` for ``alpha`` with exact zeros.
     ``config`` overrides launch parameters (:func:`default_chunk_config`);
+    ``config={"backward": "chunked"}`` takes the chunked backward kernels
+    (:mod:`._chunk_bwd_kernels`; launch keys ``bwd_BV``, ``bwd_warps``, ``bwd_precision``) where
+    every chunk's ``Σ|log|α||`` is at most ``LOG_GAMMA_BOUND_BWD``, else the token-by-token
+    backward (the default, ``"recurrent"``, until the chunked one is measured faster on a GPU);
     ``config={"super_chunks": S}`` runs the two-level form parallel over time
     (:mod:`.chunk_parallel`; exact, opt-in: slower than one level on the H200 as written).
     ``chunk_size=16`` was the fastest on the H200 at S1-S3 (the covariance
@@ -370,6 +502,7 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
     if config:
         cfg.update(config)
     _super_chunks(cfg)
+    _backward_kind(cfg)
     # the token-by-token backward's launch parameters; config["bwd_reduce"] ("atomic" | "partials")
     # passes through (how its value blocks combine dw, dq, dk: see fused_recurrent._backward)
     bcfg = _launch_cfg(D, m, x.G, T, B * H,

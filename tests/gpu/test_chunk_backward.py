@@ -184,3 +184,95 @@ def test_quotient_form_equals_product_form(make_inputs, relerr, B, T, H, D, m, G
         assert (r is None) == (g_ is None)
         if r is not None:
             assert relerr(r, g_) < F64
+
+
+# --------------------------------------------------------------------------
+# stage 2: the chunked backward's Triton kernels (interpreter), against float64 autograd
+# --------------------------------------------------------------------------
+FP32 = 1e-5           # relative RMS error allowed for fp32 kernels (measured 1e-7 … 1e-6)
+
+KCASES = [  # (B, T, H, D, m, G, C, decay, init, bwd_BV)
+    (1, 5, 1, 3, 2, 1, 16, "none", False, None),        # one partial chunk, no decay, prior start
+    (1, 33, 2, 5, 4, 1, 16, "mid", True, None),         # two boundaries, a one-token chunk, D padded
+    (1, 40, 1, 8, 8, 2, 16, "strong", True, None),      # grouped noise, strong decays (Σ|log α| ≈ 24 a chunk)
+    (1, 45, 1, 4, 6, 1, 32, "weak", False, None),
+    (1, 70, 1, 4, 8, 2, 64, "weak", True, None),        # C = 64, a partial chunk
+    (1, 20, 1, 4, 64, 2, 16, "mid", True, 16),          # two value blocks per group: atomics across blocks
+]
+
+
+def _calls(monkeypatch):
+    import assocmem.gpu.chunk as ch
+
+    calls = []
+    orig = ch._chunk_backward
+    monkeypatch.setattr(ch, "_chunk_backward", lambda *a, **k: (calls.append(1), orig(*a, **k))[1])
+    return calls
+
+
+@pytest.mark.parametrize("B,T,H,D,m,G,C,decay,init,BV", KCASES)
+def test_chunked_backward_kernels_equal_float64_autograd(interpret, monkeypatch, make_inputs, relerr,
+                                                         B, T, H, D, m, G, C, decay, init, BV):
+    """``chunk_bl(config={"backward": "chunked"})``, every kernel buffer NaN-poisoned: every input's
+    gradient (final-state cotangents included) against autograd through float64 ``naive_bl``."""
+    calls = _calls(monkeypatch)
+    x = _decays(make_inputs(B, T, H, D, m, G, alpha=decay != "none", init=init, seed=T + D), decay, T)
+    w = torch.randn(B, T, H, m, generator=torch.Generator().manual_seed(T), dtype=torch.float64)
+    cfg = {"backward": "chunked"}
+    if BV:
+        cfg["bwd_BV"] = BV
+    ref = _autograd(naive_bl, x, w)
+    got = _autograd(chunk_bl, x, w, chunk_size=C, config=cfg)
+    assert calls == [1]                                    # the chunked kernels ran, not the fallback
+    # fp32 error grows with C (the factor N = L⁻¹ of a longer chunk is less well conditioned):
+    # on the weak-decay C = 64 case 1.1e-5 for dα and dP0 (token-by-token backward: 3.4e-6, 3e-7)
+    tol = FP32 if C < 64 else 5e-5
+    for n in ref:
+        assert not torch.isnan(got[n]).any(), n
+        assert relerr(ref[n], got[n]) < tol, n
+
+
+def test_chunked_backward_kernels_log_decay_bf16_and_fallback(interpret, monkeypatch, make_inputs, relerr):
+    """The log-decay ``g=``, bf16 inputs, and the fallback to the token-by-token backward where the
+    decays leave the quotient form's range (a zero decay): still exact, the kernels not called."""
+    calls = _calls(monkeypatch)
+    x = make_inputs(1, 24, 1, 6, 4, alpha=True, init=True, seed=21)
+    g = torch.log(x.pop("alpha"))
+    w = torch.randn(1, 24, 1, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    grads = []
+    for fn, kw in ((naive_bl, {}), (chunk_bl, {"chunk_size": 16, "config": {"backward": "chunked"}})):
+        leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2")}
+        gg = g.clone().requires_grad_(True)
+        o, _ = fn(**leaves, g=gg, initial_state=x["initial_state"], **kw)
+        (o * w).sum().backward()
+        grads.append([t.grad for t in leaves.values()] + [gg.grad])
+    for ref, got in zip(*grads):
+        assert relerr(ref, got) < FP32
+    assert calls == [1]
+    xb = {n: (t.to(torch.bfloat16) if n in ("q", "k", "v") else t) for n, t in x.items()}
+    qb = xb["q"].clone().requires_grad_(True)
+    o, _ = chunk_bl(**{**xb, "q": qb}, g=g, chunk_size=16, config={"backward": "chunked"})
+    o.float().sum().backward()
+    assert qb.grad.dtype == torch.bfloat16 and not torch.isnan(qb.grad.float()).any()
+    assert calls == [1, 1]
+    # a zero decay: the guard sends the backward to the token-by-token kernels
+    x = make_inputs(1, 20, 1, 4, 4, alpha=True, seed=22)
+    x["alpha"][:, 7] = 0.0
+    ref = _autograd_noinit(naive_bl, x)
+    got = _autograd_noinit(chunk_bl, x, chunk_size=16, config={"backward": "chunked"})
+    for n in ref:
+        assert relerr(ref[n], got[n]) < FP32, n
+    assert calls == [1, 1]                                 # not called for the zero decay
+
+
+def _autograd_noinit(fn, x, **kw):
+    leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2")}
+    o, _ = fn(**leaves, alpha=x["alpha"], **kw)
+    (o * o).sum().backward()
+    return {n: t.grad for n, t in leaves.items()}
+
+
+def test_chunked_backward_bad_config(interpret, make_inputs):
+    x = make_inputs(1, 4, 1, 4, 4, alpha=True, seed=1)
+    with pytest.raises(ValueError, match="backward"):
+        chunk_bl(**x, chunk_size=16, config={"backward": "sideways"})
