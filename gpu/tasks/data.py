@@ -280,3 +280,23 @@ def swap_stress_batch(batch: int, *, n: int, length: Optional[int] = None,
     elem = torch.cat([sigma, torch.full((batch, length), -1, dtype=torch.long)], 1)
     labels = torch.cat([torch.full((batch, n), IGNORE, dtype=torch.long), lab], 1)
     return SwapStressBatch(pos_a, pos_b, elem, labels)
+
+
+def no_tracking_accuracy(n: int, length: int) -> float:
+    """Accuracy of answering the *initial* element at position 0 after each of ``length`` random swaps.
+
+    A transposition drawn uniformly from the ``n(n-1)/2`` pairs moves the
+    initial element off position 0 with probability ``2/n`` and brings it back
+    (from elsewhere) with probability ``2/(n(n-1))``, so ``p_{t+1} = p_t (1 - 2/n)
+    + (1 - p_t) 2/(n(n-1))``, i.e. ``p_t = 1/n + (1 - 1/n) r^t`` with ``r = 1 - 2/(n-1)``;
+    the answer is the mean of ``p_t`` over ``t = 1..length``.  A stress-test model
+    that reads only the initial write scores this; for ``length = 2n`` and large
+    ``n`` it tends to ``(1 - e^{-4})/4 ≈ 0.245``.
+    """
+    if n < 3:
+        raise ValueError(f"n must be an integer >= 3 (got {n!r})")
+    if length < 1:
+        raise ValueError(f"length must be >= 1 (got {length!r})")
+    r = 1.0 - 2.0 / (n - 1)
+    geo = r * (1.0 - r ** length) / (1.0 - r) if r != 0.0 else 0.0
+    return 1.0 / n + (1.0 - 1.0 / n) * geo / length

@@ -265,6 +265,8 @@ def plot_swap(results_dir, out_dir) -> list[Path]:
 
 
 def plot_stress(results_dir, out_dir) -> list[Path]:
+    from .data import no_tracking_accuracy
+
     plt = _pyplot()
 
     d = stress_curves_data(results_dir)
@@ -280,6 +282,8 @@ def plot_stress(results_dir, out_dir) -> list[Path]:
                     lab = f"κ1 = {kappa} (test {e['test_acc']:.2f})" if e["test_acc"] is not None else kappa
                     ax.plot(e["step"], e["acc"], color=color, label=lab)
             ax.axhline(1.0 / n, color="0.6", lw=0.6, ls=":")
+            ax.axhline(no_tracking_accuracy(n, 2 * n), color="0.3", lw=0.7, ls="--",
+                       label="no tracking (initial element)")
             ax.set_title(f"d = 128, n = {n} ({3 * n} tokens)")
             ax.set_xlabel("training step")
             ax.set_ylim(-0.02, 1.02)

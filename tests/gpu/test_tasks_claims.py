@@ -75,8 +75,14 @@ def test_stress_and_curriculum_trends_need_documenting(tmp_path, monkeypatch):
                  {"acc": 0.8, "by_length": []})
     r = _claim("task.swap_tracking").run()
     assert r.status == "failed"
-    failed = [it["name"] for it in r.items if not it["passed"]]
-    assert len(failed) == 5 and all("no outcome yet" in f for f in failed)
+    # the committed documentation says our runs did not reproduce these two: paper-like results contradict it
+    failed = sorted(it["name"] for it in r.items if not it["passed"])
+    assert len(failed) == 2 and all("documented: not reproduced" in f for f in failed)
+    assert "round κ1 reaches" in failed[1] and "NoPE direct" in failed[0]
+    # an undocumented outcome (None) fails too, whatever the results say
+    monkeypatch.setitem(tasks.DOCUMENTED, "swap.direct_rope_rises", None)
+    r = _claim("task.swap_tracking").run()
+    assert any("RoPE direct" in it["name"] and "no outcome yet" in it["name"] and not it["passed"] for it in r.items)
     for key in ("swap.stress_round_high_512", "swap.stress_linear_low_512", "swap.curriculum_nope_reaches_256",
                 "swap.direct_nope_near_chance", "swap.direct_rope_rises"):
         monkeypatch.setitem(tasks.DOCUMENTED, key, True)

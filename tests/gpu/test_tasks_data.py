@@ -166,3 +166,37 @@ def test_swap_stress_labels():
     K = Dt.near_orthogonal_keys(512, 128)
     G = K @ K.T - torch.eye(512, dtype=torch.float64)
     assert float(G.abs().max()) < 0.5 and abs(float(G.mean())) < 0.01
+
+
+# --- the stress test's no-tracking level -------------------------------------------------
+def _no_tracking_by_enumeration(n, length):
+    """Exact mean over t of P(initial element at position 0), by propagating the full
+    distribution of its position over all n(n-1)/2 transpositions (no closed form used)."""
+    pairs = list(itertools.combinations(range(n), 2))
+    dist = np.zeros(n)
+    dist[0] = 1.0
+    total = 0.0
+    for _ in range(length):
+        new = np.zeros(n)
+        for i, j in pairs:
+            moved = dist.copy()
+            moved[i], moved[j] = dist[j], dist[i]
+            new += moved / len(pairs)
+        dist = new
+        total += dist[0]
+    return total / length
+
+
+@given(n=st.integers(3, 9), length=st.integers(1, 25))
+def test_no_tracking_accuracy_matches_enumeration(n, length):
+    assert Dt.no_tracking_accuracy(n, length) == pytest.approx(_no_tracking_by_enumeration(n, length), abs=1e-12)
+
+
+def test_no_tracking_accuracy_limit_and_errors():
+    # 2n swaps, n large: (1 - e^-4)/4 (the stress test's level)
+    assert Dt.no_tracking_accuracy(10**6, 2 * 10**6) == pytest.approx((1 - np.exp(-4)) / 4, abs=1e-5)
+    assert Dt.no_tracking_accuracy(3, 1) == pytest.approx(1 / 3)      # n = 3: r = 0, one swap leaves 1/n
+    with pytest.raises(ValueError, match="n must"):
+        Dt.no_tracking_accuracy(2, 4)
+    with pytest.raises(ValueError, match="length"):
+        Dt.no_tracking_accuracy(5, 0)

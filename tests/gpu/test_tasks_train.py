@@ -276,3 +276,30 @@ def test_cli_smoke_bl_interpreted(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     r = _smoke(tmp_path, "collision_recall", "bl", capsys)
     assert "triton" in r["provenance"]["bl_op"]
+
+
+def test_run_jobs_gives_each_worker_a_share_of_the_cores(tmp_path, monkeypatch):
+    """Worker processes get OMP/MKL threads = cores // slots (a user's setting wins); a failed run's
+    last log line reaches the campaign log."""
+    seen = []
+
+    class FakeProc:
+        def __init__(self, cmd, env, stdout, stderr):
+            seen.append(env)
+            stdout.write("step 1\rstep 2\nboom: out of memory\n\n")
+            stdout.flush()
+
+        def poll(self):
+            return 1
+
+    monkeypatch.setattr(Sw.subprocess, "Popen", FakeProc)
+    monkeypatch.setattr(Sw.os, "cpu_count", lambda: 32)
+    monkeypatch.setattr(Sw, "_gpu_count", lambda: 2)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "3")
+    logs = []
+    Sw.run_jobs([("random_keys", "linear", 0)], out=tmp_path, workers_per_device=4, log=logs.append)
+    assert seen[0]["OMP_NUM_THREADS"] == "4"            # 32 cores / (2 GPUs x 4 workers)
+    assert seen[0]["MKL_NUM_THREADS"] == "3"
+    assert seen[0]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert any("FAILED" in m for m in logs) and logs[-1].strip() == "boom: out of memory"
