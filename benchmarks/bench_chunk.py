@@ -630,6 +630,11 @@ def two_level(shapes, out, levels=(1, 4, 8)):
     return result
 
 
+BWD_KINDS = {"recurrent": {"backward": "recurrent"},
+             "chunked_seq": {"backward": "chunked", "bwd_form": "sequential"},
+             "chunked_par": {"backward": "chunked", "bwd_form": "parallel"}}
+
+
 def check_bwd(torch, shape, device, C=16, Tg=256, seed=1):
     """Gradients of both backward choices against float64 ``naive_bl`` (NaN-poisoned buffers; two
     batch elements x two heads, the first ``Tg`` tokens, a loss of the outputs and both final
@@ -648,8 +653,8 @@ def check_bwd(torch, shape, device, C=16, Tg=256, seed=1):
           (Lf @ Lf.transpose(-1, -2) / D + 0.1 * torch.eye(D, dtype=torch.float64)).to(device))
     wo = torch.randn(*x["v"].shape, generator=gen, dtype=torch.float64).to(device)
     runs = {"f64": (naive_bl, torch.float64, {})}
-    for kind in ("recurrent", "chunked"):
-        runs[kind] = (chunk_bl, torch.float32, {"chunk_size": C, "config": {"backward": kind}})
+    for kind, cfg in BWD_KINDS.items():
+        runs[kind] = (chunk_bl, torch.float32, {"chunk_size": C, "config": cfg})
     grads = {}
     fr.POISON = True
     try:
@@ -663,28 +668,51 @@ def check_bwd(torch, shape, device, C=16, Tg=256, seed=1):
     finally:
         fr.POISON = False
     res = {}
-    for kind in ("recurrent", "chunked"):
+    for kind in BWD_KINDS:
         res[kind] = {f"grad_{n}": _relerr(torch, grads["f64"][n], grads[kind][n]) for n in grads["f64"]}
         res[kind]["nan_free"] = bool(all(not torch.isnan(v).any() for v in grads[kind].values()))
     # whole shape, chunked against recurrent (both fp32)
     x = _inputs(torch, shape, device, seed + 2)
     do = torch.randn(*x["v"].shape, generator=gen).to(device)
     full = {}
-    for kind in ("recurrent", "chunked"):
+    for kind, cfg in BWD_KINDS.items():
         leaves = {n: v.clone().requires_grad_(True) for n, v in x.items()}
-        o, _ = chunk_bl(**leaves, chunk_size=C, validate=False, config={"backward": kind})
+        o, _ = chunk_bl(**leaves, chunk_size=C, validate=False, config=cfg)
         o.backward(do)
         full[kind] = {n: v.grad for n, v in leaves.items()}
-    res["full_shape_chunked_vs_recurrent"] = {n: _relerr(torch, full["recurrent"][n], full["chunked"][n])
-                                              for n in full["recurrent"]}
+    for kind in ("chunked_seq", "chunked_par"):
+        res[f"full_shape_{kind}_vs_recurrent"] = {n: _relerr(torch, full["recurrent"][n], full[kind][n])
+                                                   for n in full["recurrent"]}
     return res
 
 
+def kernel_times(torch, f, reps=5):
+    """GPU time per kernel name (ms per call, mean of ``reps`` calls of ``f`` after a warm-up) from
+    ``torch.profiler``: where a forward+backward spends its time, Triton kernels and torch ops."""
+    from torch.profiler import ProfilerActivity, profile
+
+    f()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            f()
+        torch.cuda.synchronize()
+    out = {}
+    for ev in prof.key_averages():
+        t = getattr(ev, "device_time_total", None)
+        if t is None:
+            t = getattr(ev, "cuda_time_total", 0.0)
+        if t:
+            out[ev.key[:80]] = round(t / 1e3 / reps, 4)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1])[:30])
+
+
 def bwd(shapes, out, sizes=(16, 32, 64)):
-    """The chunked backward (``config={"backward": "chunked"}``) against the token-by-token one:
-    gradient checks first (:func:`check_bwd`), then forward+backward time and peak memory of both
-    choices at each chunk size, a few launch settings of the chunked backward, and fla's
-    ``chunk_delta_rule`` forward+backward (bf16) in the same process."""
+    """The chunked backward (``config={"backward": "chunked"}``, both ``bwd_form``s) against the
+    token-by-token one: gradient checks first (:func:`check_bwd`), then forward+backward time and
+    peak memory of the three choices at each chunk size, GPU time per kernel (``torch.profiler``),
+    a few launch settings of the chunked backward, and fla's ``chunk_delta_rule`` forward+backward
+    (bf16) in the same process, with the ratios to it."""
     from assocmem.gpu import chunk_bl
     from assocmem.gpu.bench import _inputs, _time_fla
 
@@ -718,16 +746,18 @@ def bwd(shapes, out, sizes=(16, 32, 64)):
         for C in sizes:
             _guard(e, f"fwd_C{C}", lambda: _bench(
                 torch, lambda: chunk_bl(**x, chunk_size=C, validate=False), device))
-            for kind in ("recurrent", "chunked"):
-                f = fb(C, {"backward": kind})
+            for kind, kcfg in BWD_KINDS.items():
+                f = fb(C, kcfg)
                 _guard(e, f"fwdbwd_{kind}_C{C}", lambda: _bench(torch, f, device))
                 _guard(e, f"peak_MB_{kind}_C{C}", lambda: peak(f))
             if out:
                 _bench_write(result, out)
         if cuda:
-            for bw, bv in ((8, 64), (4, 32), (8, 32)):
-                cfg = {"backward": "chunked", "bwd_warps": bw, "bwd_BV": min(bv, m)}
-                _guard(e, f"fwdbwd_chunked_C16_w{bw}_BV{bv}", lambda: _bench(torch, fb(16, cfg), device))
+            for kind in ("chunked_seq", "chunked_par"):
+                _guard(e, f"kernel_times_{kind}_C16", lambda: kernel_times(torch, fb(16, BWD_KINDS[kind])))
+            for bw, bv in ((4, 32), (8, 32), (16, 32), (16, 64)):
+                cfg = dict(BWD_KINDS["chunked_par"], bwd_warps=bw, bwd_BV=min(bv, m))
+                _guard(e, f"fwdbwd_chunked_par_C16_w{bw}_BV{bv}", lambda: _bench(torch, fb(16, cfg), device))
             _guard(e, "fla", lambda: _time_fla(torch, shape, device))
             fla = e.get("fla") if isinstance(e.get("fla"), dict) else {}
             ref = fla.get("fla_chunk_delta_fwdbwd")
@@ -749,10 +779,12 @@ def main(argv=None) -> int:
     p.add_argument("--mm3", action="store_true", help="decay-check cost and value block (see mm3())")
     p.add_argument("--two-level", action="store_true", help="the two-level forward (see two_level())")
     p.add_argument("--bwd", action="store_true", help="the chunked backward against the recurrent one (see bwd())")
+    p.add_argument("--sizes", default="16,32,64", help="chunk sizes of --bwd")
     p.add_argument("--budget-s", type=float, default=400.0)
     a = p.parse_args(argv)
     if a.bwd:
-        bwd([s.strip() for s in a.shapes.split(",") if s.strip()], a.out)
+        bwd([s.strip() for s in a.shapes.split(",") if s.strip()], a.out,
+            tuple(int(c) for c in a.sizes.split(",") if c.strip()))
         return 0
     if a.two_level:
         two_level([s.strip() for s in a.shapes.split(",") if s.strip()], a.out)

@@ -6,7 +6,8 @@ Only ``@triton.jit`` functions; :mod:`.chunk` loads this file compiled or interp
 through :func:`._dispatch.kernels`.  Kernels must compile with triton 3.6 and interpret
 with triton 3.9.  Chunk of ``C`` tokens, ``γ`` the cumulative decay relative to the chunk
 start, ``Z = U/γ``, ``Ω̃ = (γ⊙K) P + (c/γ) ⊙ K``, ``N = L⁻¹ = diag(1/β) W`` (``W`` from the
-forward).  Four passes:
+forward).  The *sequential* form (below; the *parallel* form, at the end of the file, splits the
+two adjoint passes into chains of the adjoints alone and one program per chunk):
 
 * :func:`chunk_bwd_pstate_kernel` / :func:`chunk_bwd_mstate_kernel`: the chunk-start
   covariances and means, a linear scan of the stored ``u, β, e`` (no factorisation);
@@ -209,6 +210,98 @@ def chunk_bwd_mean_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, e_ptr, do
     tl.store(dm0_ptr + i_bh * D * M + rr * M + cv, Gm, mask=mr & mv)
 
 
+@triton.jit
+def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
+               dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
+               Hc, n, pid, i_bh, tok, T, NT,
+               H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
+               HAS_ALPHA: tl.constexpr, PREC: tl.constexpr, OUT: tl.constexpr):
+    """One chunk of the covariance adjoint: ``H`` at the chunk end → ``H`` at its start
+    (returned); with ``OUT`` the per-token outputs are written / added.  Per chunk::
+
+        dZ = −2 diag(β) Z dP_m + γ_C ⊙ dŨ + dA_qᵀ Qγ,   dP_m = (γ_Cγ_Cᵀ) ⊙ H
+        dN ⊃ stril(dZ Ω̃ᵀ),  dΩ̃ = Nᵀ dZ,  Ψ = −stril(dN Nᵀ) diag(β) − diag(β² dβ),
+        dΣ_y = sym(Nᵀ Ψ N) (diagonal: dr²),  dΩ̃ ⊃ dS_lowᵀ Kγ,  d(Kγ) ⊃ dS_low Ω̃ + dΩ̃ P,
+        H ← dP_m + sym(Kγᵀ dΩ̃)
+    """
+    i_g = pid % G
+    rd = tl.arange(0, BD)
+    rr = rd[:, None]
+    rc = rd[None, :]
+    mr = rr < D
+    mc = rc < D
+    ri = tl.arange(0, C)[:, None]
+    ci = tl.arange(0, C)[None, :]
+    eye = ri == ci
+    tr = n * C + ri
+    vr = tr < T
+    tki = tok + tr * H
+    tc = n * C + ci
+    tkc = tok + tc * H
+    cb = (pid * NT + n) * C * C
+    Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+    Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+    Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
+    L2t = tl.load(l2_ptr + tki, mask=vr, other=0.).to(tl.float32)
+    if HAS_ALPHA:
+        At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
+        gam, cc = tl.associative_scan((At, tl.where(mc, L2t, 0.)), 0, _decay_noise)
+    else:
+        gam, cc = tl.associative_scan((tl.full((C, BD), 1.0, tl.float32), tl.where(mc, L2t, 0.)), 0,
+                                      _decay_noise)
+    glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)      # [1, BD]
+    Z = Ut / gam
+    Kg = gam * Kt
+    Qg = gam * Qt
+    cg = cc / gam
+    bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)                       # [C, 1]
+    btr = tl.load(beta_ptr + tkc * G + i_g, mask=tc < T, other=1.)                  # [1, C]
+    Nn = tl.load(w_ptr + cb + ri * C + ci) / bt                                     # N = diag(1/β) W
+    P = tl.load(ps_ptr + (pid * NT + n) * D * D + rr * D + rc, mask=mr & mc, other=0.)
+    # P' = (γ_Cγ_Cᵀ) ⊙ (P − Zᵀ diag(β) Z) + diag(c_C)
+    dPm = (tl.trans(glast) * glast) * Hc
+    Pm = P - tl.dot(tl.trans(Z * bt), Z, input_precision=PREC)
+    ZH = tl.dot(Z, dPm, input_precision=PREC)
+    dUt = tl.load(dut_ptr + (cb // C + ri) * D + rc, mask=mc, other=0.)
+    dZ = -2.0 * bt * ZH + glast * dUt
+    db = tl.load(dbeta_ptr + tki * G + i_g, mask=vr, other=0.) - tl.reduce(ZH * Z, 1, _sum, keep_dims=True)
+    dgc = (2.0 * tl.reduce((Hc * Pm) * tl.trans(glast), 0, _sum, keep_dims=True)
+           + tl.reduce(dUt * Z, 0, _sum, keep_dims=True))                           # [1, BD]
+    if OUT:
+        tl.atomic_add(dgc_ptr + (i_bh * NT + n) * D + rc, dgc, mask=mc)
+        tl.atomic_add(dcc_ptr + (i_bh * NT + n) * D + rc,
+                      tl.reduce(tl.where(rr == rc, Hc, 0.), 0, _sum, keep_dims=True), mask=mc)
+    # A_q = tril(Qγ Zᵀ)
+    dA = tl.load(daq_ptr + cb + ri * C + ci)
+    if OUT:
+        tl.atomic_add(dqg_ptr + tki * D + rc, tl.dot(dA, Z, input_precision=PREC), mask=vr & mc)
+    dZ = dZ + tl.dot(tl.trans(dA), Qg, input_precision=PREC)
+    # Z = N Ω̃,  Ω̃ = Kγ P + (c/γ) ⊙ K
+    Om = tl.dot(Kg, P, input_precision=PREC) + cg * Kt
+    dN = tl.load(dn_ptr + cb + ri * C + ci) + tl.where(ri > ci, tl.dot(dZ, tl.trans(Om), input_precision=PREC), 0.)
+    dOm = tl.dot(tl.trans(Nn), dZ, input_precision=PREC)
+    # the LDLᵀ factorisation Σ_y = L diag(1/β) Lᵀ
+    Psi = (-tl.where(ri > ci, tl.dot(dN, tl.trans(Nn), input_precision=PREC), 0.) * btr
+           - tl.where(eye, bt * bt * db, 0.))
+    dS = tl.dot(tl.dot(tl.trans(Nn), Psi, input_precision=PREC), Nn, input_precision=PREC)
+    dS = 0.5 * (dS + tl.trans(dS))
+    if OUT:
+        tl.store(dr2_ptr + tki * G + i_g, tl.reduce(tl.where(eye, dS, 0.), 1, _sum, keep_dims=True), mask=vr)
+    dSl = tl.where(ri > ci, 2.0 * dS, tl.where(eye, dS, 0.))
+    # Σ_y = tril(Kγ Ω̃ᵀ) + diag(r²)
+    dOm = dOm + tl.dot(tl.trans(dSl), Kg, input_precision=PREC)
+    if OUT:
+        tl.atomic_add(dkg_ptr + tki * D + rc,
+                      tl.dot(dSl, Om, input_precision=PREC) + tl.dot(dOm, P, input_precision=PREC), mask=vr & mc)
+        tdk = dOm * Kt
+        tl.atomic_add(dkd_ptr + tki * D + rc, cg * dOm, mask=vr & mc)
+        tl.atomic_add(dc_ptr + tki * D + rc, tdk / gam, mask=vr & mc)
+        tl.atomic_add(dgam_ptr + tki * D + rc, -(tdk * cg) / gam, mask=vr & mc)
+    dHP = tl.dot(tl.trans(Kg), dOm, input_precision=PREC)
+    Hc = dPm + 0.5 * (dHP + tl.trans(dHP))
+    return Hc
+
+
 @triton.jit(do_not_specialize=["T", "NT"])
 def chunk_bwd_cov_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, dpT_ptr,
                          daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
@@ -216,13 +309,256 @@ def chunk_bwd_cov_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps
                          T, NT,
                          H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                          C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
-    """Covariance adjoint, reverse over chunks (``H`` ``[BD, BD]`` in registers).  Per chunk::
+    """Covariance adjoint, reverse over chunks (``H`` ``[BD, BD]`` in registers; :func:`_cov_chunk`)."""
+    pid = tl.program_id(0).to(tl.int64)
+    i_bh = pid // G
+    i_b = i_bh // H
+    i_h = i_bh % H
+    rd = tl.arange(0, BD)
+    rr = rd[:, None]
+    rc = rd[None, :]
+    mr = rr < D
+    mc = rc < D
+    Hc = tl.load(dpT_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
+    tok = i_b * T * H + i_h
+    for j in range(NT):
+        Hc = _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_ptr, dn_ptr, dut_ptr,
+                        dbeta_ptr, dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
+                        Hc, NT - 1 - j, pid, i_bh, tok, T, NT, H, G, D, BD, C, HAS_ALPHA, PREC, True)
+    tl.store(dp0_ptr + pid * D * D + rr * D + rc, Hc, mask=mr & mc)
 
-        dZ = −2 diag(β) Z dP_m + γ_C ⊙ dŨ + dA_qᵀ Qγ,   dP_m = (γ_Cγ_Cᵀ) ⊙ H
-        dN ⊃ stril(dZ Ω̃ᵀ),  dΩ̃ = Nᵀ dZ,  Ψ = −stril(dN Nᵀ) diag(β) − diag(β² dβ),
-        dΣ_y = sym(Nᵀ Ψ N) (diagonal: dr²),  dΩ̃ ⊃ dS_lowᵀ Kγ,  d(Kγ) ⊃ dS_low Ω̃ + dΩ̃ P,
-        H ← dP_m + sym(Kγᵀ dΩ̃)
-    """
+
+@triton.jit
+def _add(a, b):
+    # our own combiner (also under the interpreter, where a scan calls it element by element)
+    return a + b
+
+
+@triton.jit(do_not_specialize=["T", "NT"])
+def chunk_bwd_epilogue_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr,
+                              dgc_ptr, dcc_ptr, dq_ptr, dk_ptr, dl2_ptr, dg_ptr, T, NT,
+                              H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
+                              HAS_ALPHA: tl.constexpr, NEED_DG: tl.constexpr):
+    """Per-token gradients from the passes' adjoints, one program per (batch, chunk, head)::
+
+        dq = γ ⊙ d(Qγ),  dk = dK + γ ⊙ d(Kγ),  ρ_j = Σ_{τ≥j} γ_τ² dc_τ,  dℓ²_j = Σ_d ρ_j / γ_j²,
+        dγ ⊃ K ⊙ d(Kγ) + Q ⊙ d(Qγ) + 2 (c/γ) dc − 2 ℓ² ρ / γ³,   dg_j = Σ_{τ≥j} γ_τ dγ_τ
+
+    (``c = γ² cumsum(ℓ²/γ²)``; the chunk-end adjoints ``dγ_C, dc_C`` enter at the chunk's last row,
+    where padded rows carry ``α = 1``)."""
+    pid = tl.program_id(0).to(tl.int64)
+    i_h = pid % H
+    i_n = (pid // H) % NT
+    i_b = pid // (H * NT)
+    ri = tl.arange(0, C)[:, None]
+    rc = tl.arange(0, BD)[None, :]
+    mc = rc < D
+    tr = i_n * C + ri
+    vr = tr < T
+    tki = (i_b * T + tr) * H + i_h
+    mk = vr & mc
+    Kt = tl.load(k_ptr + tki * D + rc, mask=mk, other=0.).to(tl.float32)
+    Qt = tl.load(q_ptr + tki * D + rc, mask=mk, other=0.).to(tl.float32)
+    L2t = tl.load(l2_ptr + tki, mask=vr, other=0.).to(tl.float32)
+    if HAS_ALPHA:
+        At = tl.load(a_ptr + tki * D + rc, mask=mk, other=1.).to(tl.float32)
+    else:
+        At = tl.full((C, BD), 1.0, tl.float32)
+    gam, cc = tl.associative_scan((At, tl.where(mc, L2t, 0.)), 0, _decay_noise)
+    dQg = tl.load(dqg_ptr + tki * D + rc, mask=mk, other=0.)
+    dKg = tl.load(dkg_ptr + tki * D + rc, mask=mk, other=0.)
+    last = ri == C - 1
+    cb = ((i_b * H + i_h) * NT + i_n) * D
+    dc = tl.load(dc_ptr + tki * D + rc, mask=mk, other=0.) + tl.where(
+        last, tl.load(dcc_ptr + cb + rc, mask=mc, other=0.), 0.)
+    tl.store(dq_ptr + tki * D + rc, gam * dQg, mask=mk)
+    tl.store(dk_ptr + tki * D + rc, tl.load(dkd_ptr + tki * D + rc, mask=mk, other=0.) + gam * dKg, mask=mk)
+    g2 = gam * gam
+    rho = tl.associative_scan(g2 * dc, 0, _add, reverse=True)
+    rg = tl.where(mc, rho / g2, 0.)
+    tl.store(dl2_ptr + tki, tl.reduce(rg, 1, _sum, keep_dims=True), mask=vr)
+    if NEED_DG:
+        dgam = (tl.load(dgam_ptr + tki * D + rc, mask=mk, other=0.) + Kt * dKg + Qt * dQg
+                + tl.where(last, tl.load(dgc_ptr + cb + rc, mask=mc, other=0.), 0.)
+                + 2.0 * (cc / gam) * dc - 2.0 * L2t * rg / gam)
+        tl.store(dg_ptr + tki * D + rc, tl.associative_scan(dgam * gam, 0, _add, reverse=True), mask=mk)
+
+
+# --------------------------------------------------------------------------
+# the parallel form (config bwd_form="parallel"): the reverse chains carry only the adjoints,
+#   G ← Γ G − Xᵀ (Ũ G) + s_n,   H ← Φᵀ H Φ + S_n,   Φ = Γ − Ũᵀ X,  X = W Kγ,  Γ = diag(γ_C)
+# (Φ = F_C ⋯ F_1, benchmarks/backward_structure_identity.py); everything else runs with one
+# program per chunk from the stored chunk-end adjoints
+# --------------------------------------------------------------------------
+@triton.jit(do_not_specialize=["T", "NT"])
+def chunk_bwd_gstate_kernel(q_ptr, k_ptr, a_ptr, u_ptr, beta_ptr, do_ptr, w_ptr, dmT_ptr, gs_ptr, dm0_ptr,
+                            T, NT,
+                            H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
+                            MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NVG: tl.constexpr,
+                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
+    """Chunk-end mean adjoints ``gs [B, H, NT, D, m]`` and ``dM_0``:
+    ``G ← γ_C ⊙ G + Qγᵀ dO − Kγᵀ Wᵀ (A_qᵀ dO + Ũ G)`` (fla's ``dh`` pass)."""
+    pid = tl.program_id(0).to(tl.int64)
+    i_v = pid % NVG
+    i_bhg = pid // NVG
+    i_g = i_bhg % G
+    i_bh = i_bhg // G
+    i_b = i_bh // H
+    i_h = i_bh % H
+    rd = tl.arange(0, BD)
+    rr = rd[:, None]
+    rc = rd[None, :]
+    mr = rr < D
+    mc = rc < D
+    ri = tl.arange(0, C)[:, None]
+    ci = tl.arange(0, C)[None, :]
+    jv = i_v * BV + tl.arange(0, BV)[None, :]
+    cv = i_g * MG + jv
+    mv = jv < MG
+    Gm = tl.load(dmT_ptr + i_bh * D * M + rr * M + cv, mask=mr & mv, other=0.).to(tl.float32)
+    tok = i_b * T * H + i_h
+    for j in range(NT):
+        n = NT - 1 - j
+        tl.store(gs_ptr + (i_bh * NT + n) * D * M + rr * M + cv, Gm, mask=mr & mv)
+        tr = n * C + ri
+        vr = tr < T
+        tki = tok + tr * H
+        Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+        Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+        Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
+        if HAS_ALPHA:
+            At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
+            gam = tl.associative_scan(At, 0, _mul)
+            glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)
+            Z = Ut / gam
+            Kt = gam * Kt
+            Qt = gam * Qt
+        else:
+            glast = tl.full((1, BD), 1.0, tl.float32)
+            Z = Ut
+        Wm = tl.load(w_ptr + (i_bhg * NT + n) * C * C + ri * C + ci)
+        dO = tl.load(do_ptr + tki * M + cv, mask=vr & mv, other=0.).to(tl.float32)
+        Aq = tl.where(ri >= ci, tl.dot(Qt, tl.trans(Z), input_precision=PREC), 0.)
+        dbE = tl.dot(tl.trans(Aq), dO, input_precision=PREC) + tl.dot(glast * Z, Gm, input_precision=PREC)
+        dV = tl.dot(tl.trans(Wm), dbE, input_precision=PREC)
+        Gm = (tl.trans(glast) * Gm + tl.dot(tl.trans(Qt), dO, input_precision=PREC)
+              - tl.dot(tl.trans(Kt), dV, input_precision=PREC))
+    tl.store(dm0_ptr + i_bh * D * M + rr * M + cv, Gm, mask=mr & mv)
+
+
+@triton.jit(do_not_specialize=["T", "NT"])
+def chunk_bwd_mean_par_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, gs_ptr,
+                              dv_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr, dgc_ptr, dqg_ptr, dkg_ptr,
+                              T, NT,
+                              H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
+                              MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NVG: tl.constexpr,
+                              C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
+    """:func:`chunk_bwd_mean_kernel`'s per-chunk outputs, one program per (b, h, g, value block, chunk),
+    from the stored chunk-end adjoint ``G`` (``gs``) and chunk-start mean (``ms``)."""
+    pid = tl.program_id(0).to(tl.int64)
+    n = pid % NT
+    pv = pid // NT
+    i_v = pv % NVG
+    i_bhg = pv // NVG
+    i_g = i_bhg % G
+    i_bh = i_bhg // G
+    i_b = i_bh // H
+    i_h = i_bh % H
+    rd = tl.arange(0, BD)
+    rr = rd[:, None]
+    rc = rd[None, :]
+    mr = rr < D
+    mc = rc < D
+    ri = tl.arange(0, C)[:, None]
+    ci = tl.arange(0, C)[None, :]
+    jv = i_v * BV + tl.arange(0, BV)[None, :]
+    cv = i_g * MG + jv
+    mv = jv < MG
+    tok = i_b * T * H + i_h
+    tr = n * C + ri
+    vr = tr < T
+    tki = tok + tr * H
+    cb = (i_bhg * NT + n) * C * C
+    Gm = tl.load(gs_ptr + (i_bh * NT + n) * D * M + rr * M + cv, mask=mr & mv, other=0.)
+    Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+    Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+    Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
+    if HAS_ALPHA:
+        At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
+        gam = tl.associative_scan(At, 0, _mul)
+        glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)
+        Z = Ut / gam
+        Kt = gam * Kt
+        Qt = gam * Qt
+    else:
+        glast = tl.full((1, BD), 1.0, tl.float32)
+        Z = Ut
+    bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)
+    Wm = tl.load(w_ptr + cb + ri * C + ci)
+    Ms = tl.load(ms_ptr + (i_bh * NT + n) * D * M + rr * M + cv, mask=mr & mv, other=0.)
+    dO = tl.load(do_ptr + tki * M + cv, mask=vr & mv, other=0.).to(tl.float32)
+    Et = tl.load(e_ptr + tki * M + cv, mask=vr & mv, other=0.)
+    Vt = tl.load(v_ptr + tki * M + cv, mask=vr & mv, other=0.).to(tl.float32)
+    Aq = tl.where(ri >= ci, tl.dot(Qt, tl.trans(Z), input_precision=PREC), 0.)
+    bE = bt * Et
+    dbE = tl.dot(tl.trans(Aq), dO, input_precision=PREC) + tl.dot(glast * Z, Gm, input_precision=PREC)
+    dV = tl.dot(tl.trans(Wm), dbE, input_precision=PREC)
+    tl.store(dv_ptr + tki * M + cv, dV, mask=vr & mv)
+    tl.atomic_add(dbeta_ptr + tki * G + i_g, tl.reduce(Et * dbE, 1, _sum, keep_dims=True), mask=vr)
+    LE = Vt - tl.dot(Kt, Ms, input_precision=PREC)
+    tl.atomic_add(dn_ptr + cb + ri * C + ci,
+                  tl.where(ri > ci, tl.dot(bt * dbE, tl.trans(LE), input_precision=PREC), 0.))
+    tl.atomic_add(daq_ptr + cb + ri * C + ci, tl.where(ri >= ci, tl.dot(dO, tl.trans(bE), input_precision=PREC), 0.))
+    tl.atomic_add(dut_ptr + ((i_bhg * NT + n) * C + ri) * D + rc, tl.dot(bE, tl.trans(Gm), input_precision=PREC),
+                  mask=mc)
+    tl.atomic_add(dgc_ptr + (i_bh * NT + n) * D + rr, tl.reduce(Gm * Ms, 1, _sum, keep_dims=True), mask=mr)
+    tl.atomic_add(dqg_ptr + tki * D + rc, tl.dot(dO, tl.trans(Ms), input_precision=PREC), mask=vr & mc)
+    tl.atomic_add(dkg_ptr + tki * D + rc, -tl.dot(dV, tl.trans(Ms), input_precision=PREC), mask=vr & mc)
+
+
+@triton.jit(do_not_specialize=["T", "NT"])
+def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, hs_ptr,
+                             daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
+                             dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
+                             T, NT,
+                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
+                             C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
+                             OUT: tl.constexpr = False):
+    """One program per (b, h, g, chunk).  ``OUT=False``: the chunk's source ``S_n`` (:func:`_cov_chunk`
+    with ``H = 0``) into ``hs``; ``OUT=True``: the outputs from the chunk-end adjoint ``H_n`` in ``hs``."""
+    pid_ = tl.program_id(0).to(tl.int64)
+    n = pid_ % NT
+    pid = pid_ // NT
+    i_bh = pid // G
+    i_b = i_bh // H
+    i_h = i_bh % H
+    rd = tl.arange(0, BD)
+    rr = rd[:, None]
+    rc = rd[None, :]
+    mr = rr < D
+    mc = rc < D
+    tok = i_b * T * H + i_h
+    hp = hs_ptr + (pid * NT + n) * D * D + rr * D + rc
+    if OUT:
+        Hc = tl.load(hp, mask=mr & mc, other=0.)
+    else:
+        Hc = tl.full((BD, BD), 0., tl.float32)
+    Hc = _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_ptr, dn_ptr, dut_ptr,
+                    dbeta_ptr, dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
+                    Hc, n, pid, i_bh, tok, T, NT, H, G, D, BD, C, HAS_ALPHA, PREC, OUT)
+    if not OUT:
+        tl.store(hp, Hc, mask=mr & mc)
+
+
+@triton.jit(do_not_specialize=["T", "NT"])
+def chunk_bwd_hstate_kernel(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, dp0_ptr, T, NT,
+                            H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
+                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
+    """The covariance adjoint's chain: ``H ← Φᵀ H Φ + S_n`` with ``Φ = Γ − Ũᵀ X``, ``X = W Kγ``::
+
+        Φᵀ H Φ = (γ_Cγ_Cᵀ) ⊙ H − A − Aᵀ + Xᵀ (Y Ũᵀ) X,   Y = Ũ H,  A = (γ_C ⊙ Yᵀ) X
+
+    reading ``S_n`` from ``hs`` and leaving the chunk-end adjoint ``H_n`` in its place."""
     pid = tl.program_id(0).to(tl.int64)
     i_g = pid % G
     i_bh = pid // G
@@ -235,71 +571,33 @@ def chunk_bwd_cov_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps
     mc = rc < D
     ri = tl.arange(0, C)[:, None]
     ci = tl.arange(0, C)[None, :]
-    eye = ri == ci
     Hc = tl.load(dpT_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
     tok = i_b * T * H + i_h
     for j in range(NT):
         n = NT - 1 - j
+        hp = hs_ptr + (pid * NT + n) * D * D + rr * D + rc
+        S = tl.load(hp, mask=mr & mc, other=0.)
+        tl.store(hp, Hc, mask=mr & mc)
         tr = n * C + ri
         vr = tr < T
         tki = tok + tr * H
-        tc = n * C + ci
-        tkc = tok + tc * H
-        cb = (pid * NT + n) * C * C
         Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
-        Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
         Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
-        L2t = tl.load(l2_ptr + tki, mask=vr, other=0.).to(tl.float32)
         if HAS_ALPHA:
             At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
-            gam, cc = tl.associative_scan((At, tl.where(mc, L2t, 0.)), 0, _decay_noise)
+            gam = tl.associative_scan(At, 0, _mul)
+            glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)
+            Uc = (glast / gam) * Ut
+            Kt = gam * Kt
         else:
-            gam, cc = tl.associative_scan((tl.full((C, BD), 1.0, tl.float32), tl.where(mc, L2t, 0.)), 0,
-                                          _decay_noise)
-        glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)      # [1, BD]
-        Z = Ut / gam
-        Kg = gam * Kt
-        Qg = gam * Qt
-        cg = cc / gam
-        bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)                       # [C, 1]
-        btr = tl.load(beta_ptr + tkc * G + i_g, mask=tc < T, other=1.)                  # [1, C]
-        Nn = tl.load(w_ptr + cb + ri * C + ci) / bt                                     # N = diag(1/β) W
-        P = tl.load(ps_ptr + (pid * NT + n) * D * D + rr * D + rc, mask=mr & mc, other=0.)
-        # P' = (γ_Cγ_Cᵀ) ⊙ (P − Zᵀ diag(β) Z) + diag(c_C)
-        dPm = (tl.trans(glast) * glast) * Hc
-        Pm = P - tl.dot(tl.trans(Z * bt), Z, input_precision=PREC)
-        ZH = tl.dot(Z, dPm, input_precision=PREC)
-        dUt = tl.load(dut_ptr + (cb // C + ri) * D + rc, mask=mc, other=0.)
-        dZ = -2.0 * bt * ZH + glast * dUt
-        db = tl.load(dbeta_ptr + tki * G + i_g, mask=vr, other=0.) - tl.reduce(ZH * Z, 1, _sum, keep_dims=True)
-        dgc = (2.0 * tl.reduce((Hc * Pm) * tl.trans(glast), 0, _sum, keep_dims=True)
-               + tl.reduce(dUt * Z, 0, _sum, keep_dims=True))                           # [1, BD]
-        tl.atomic_add(dgc_ptr + (i_bh * NT + n) * D + rc, dgc, mask=mc)
-        tl.atomic_add(dcc_ptr + (i_bh * NT + n) * D + rc,
-                      tl.reduce(tl.where(rr == rc, Hc, 0.), 0, _sum, keep_dims=True), mask=mc)
-        # A_q = tril(Qγ Zᵀ)
-        dA = tl.load(daq_ptr + cb + ri * C + ci)
-        tl.atomic_add(dqg_ptr + tki * D + rc, tl.dot(dA, Z, input_precision=PREC), mask=vr & mc)
-        dZ = dZ + tl.dot(tl.trans(dA), Qg, input_precision=PREC)
-        # Z = N Ω̃,  Ω̃ = Kγ P + (c/γ) ⊙ K
-        Om = tl.dot(Kg, P, input_precision=PREC) + cg * Kt
-        dN = tl.load(dn_ptr + cb + ri * C + ci) + tl.where(ri > ci, tl.dot(dZ, tl.trans(Om), input_precision=PREC), 0.)
-        dOm = tl.dot(tl.trans(Nn), dZ, input_precision=PREC)
-        # the LDLᵀ factorisation Σ_y = L diag(1/β) Lᵀ
-        Psi = (-tl.where(ri > ci, tl.dot(dN, tl.trans(Nn), input_precision=PREC), 0.) * btr
-               - tl.where(eye, bt * bt * db, 0.))
-        dS = tl.dot(tl.dot(tl.trans(Nn), Psi, input_precision=PREC), Nn, input_precision=PREC)
-        dS = 0.5 * (dS + tl.trans(dS))
-        tl.store(dr2_ptr + tki * G + i_g, tl.reduce(tl.where(eye, dS, 0.), 1, _sum, keep_dims=True), mask=vr)
-        dSl = tl.where(ri > ci, 2.0 * dS, tl.where(eye, dS, 0.))
-        # Σ_y = tril(Kγ Ω̃ᵀ) + diag(r²)
-        dOm = dOm + tl.dot(tl.trans(dSl), Kg, input_precision=PREC)
-        tl.atomic_add(dkg_ptr + tki * D + rc,
-                      tl.dot(dSl, Om, input_precision=PREC) + tl.dot(dOm, P, input_precision=PREC), mask=vr & mc)
-        tdk = dOm * Kt
-        tl.atomic_add(dkd_ptr + tki * D + rc, cg * dOm, mask=vr & mc)
-        tl.atomic_add(dc_ptr + tki * D + rc, tdk / gam, mask=vr & mc)
-        tl.atomic_add(dgam_ptr + tki * D + rc, -(tdk * cg) / gam, mask=vr & mc)
-        dHP = tl.dot(tl.trans(Kg), dOm, input_precision=PREC)
-        Hc = dPm + 0.5 * (dHP + tl.trans(dHP))
+            glast = tl.full((1, BD), 1.0, tl.float32)
+            Uc = Ut
+        Wm = tl.load(w_ptr + (pid * NT + n) * C * C + ri * C + ci)
+        X = tl.dot(Wm, Kt, input_precision=PREC)                                   # [C, BD]
+        Y = tl.dot(Uc, Hc, input_precision=PREC)                                   # [C, BD]
+        A = tl.dot(tl.trans(Y) * tl.trans(glast), X, input_precision=PREC)         # [BD, BD]
+        YU = tl.dot(Y, tl.trans(Uc), input_precision=PREC)                         # [C, C]
+        Hc = (tl.trans(glast) * glast) * Hc - A - tl.trans(A) \
+            + tl.dot(tl.trans(X), tl.dot(YU, X, input_precision=PREC), input_precision=PREC) + S
+        Hc = 0.5 * (Hc + tl.trans(Hc))
     tl.store(dp0_ptr + pid * D * D + rr * D + rc, Hc, mask=mr & mc)

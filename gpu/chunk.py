@@ -333,7 +333,8 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     f32 = torch.float32
     NT = -(-T // C)
     BD = max(16, _pow2(D))
-    BV = int(cfg.get("bwd_BV", max(16, min(64, _pow2(mg)))))
+    # sm_90 offline compile (registers / spills): BV = 64 spill-free at D = 64, BV = 32 at D = 128
+    BV = int(cfg.get("bwd_BV", max(16, min(64 if BD <= 64 else 32, _pow2(mg)))))
     NVG = -(-mg // BV)
     # unmeasured default: the covariance pass holds five D×D fp32 tiles (H, P, dP_m, P_m, dHP)
     warps = int(cfg.get("bwd_warps", 8))
@@ -352,7 +353,7 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     Ms = _empty((B, H, NT, D, m), f32, dev)
     KB.chunk_bwd_pstate_kernel[(B * H * G,)](k, ap, l2, u, beta, P0, Ps, T, NT, **kw)
     KB.chunk_bwd_mstate_kernel[(B * H * G * NVG,)](ap, u, beta, e, M0, Ms, T, NT, **vkw)
-    # pass 2: mean adjoint (value blocks add the shared adjoints atomically)
+    # the adjoints that value blocks (and groups) share are added atomically
     z = lambda *shape: torch.zeros(shape, dtype=f32, device=dev)  # noqa: E731
     dv = _empty((B, T, H, m), f32, dev)
     dM0 = _empty((B, H, D, m), f32, dev)
@@ -361,15 +362,51 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     dbeta = z(B, T, H, G)
     dgC, dcC = z(B, H, NT, D), z(B, H, NT, D)
     dQg, dKg, dKd, dc, dgam = (z(B, T, H, D) for _ in range(5))
-    KB.chunk_bwd_mean_kernel[(B * H * G * NVG,)](
-        q, k, v, ap, u, beta, e, do, W, Ms, dMT, dv, dM0, dAq, dN, dUt, dbeta, dgC, dQg, dKg, T, NT, **vkw)
-    # pass 3: covariance adjoint
     dr2 = _empty((B, T, H, G), f32, dev)
     dP0 = _empty((B, H, G, D, D), f32, dev)
-    KB.chunk_bwd_cov_kernel[(B * H * G,)](
-        q, k, ap, l2, u, beta, W, Ps, dPT, dAq, dN, dUt, dbeta, dr2, dP0, dQg, dKg, dKd, dc, dgam, dgC, dcC,
-        T, NT, **kw)
+    form = cfg.get("bwd_form", "parallel")
+    if form == "sequential":
+        # pass 2: mean adjoint; pass 3: covariance adjoint, each one program per sequence, all work
+        # of a chunk inside the reverse chain
+        KB.chunk_bwd_mean_kernel[(B * H * G * NVG,)](
+            q, k, v, ap, u, beta, e, do, W, Ms, dMT, dv, dM0, dAq, dN, dUt, dbeta, dgC, dQg, dKg, T, NT, **vkw)
+        KB.chunk_bwd_cov_kernel[(B * H * G,)](
+            q, k, ap, l2, u, beta, W, Ps, dPT, dAq, dN, dUt, dbeta, dr2, dP0, dQg, dKg, dKd, dc, dgam, dgC, dcC,
+            T, NT, **kw)
+    elif form == "parallel":
+        # the chains carry only the adjoints (G ← ΓG − Xᵀ(ŨG) + s, H ← ΦᵀHΦ + S); the rest runs with
+        # one program per chunk from the stored chunk-end adjoints
+        Gs = _empty((B, H, NT, D, m), f32, dev)
+        Hs = _empty((B, H, G, NT, D, D), f32, dev)
+        KB.chunk_bwd_gstate_kernel[(B * H * G * NVG,)](q, k, ap, u, beta, do, W, dMT, Gs, dM0, T, NT, **vkw)
+        KB.chunk_bwd_mean_par_kernel[(B * H * G * NVG * NT,)](
+            q, k, v, ap, u, beta, e, do, W, Ms, Gs, dv, dAq, dN, dUt, dbeta, dgC, dQg, dKg, T, NT, **vkw)
+        cargs = (q, k, ap, l2, u, beta, W, Ps, Hs, dAq, dN, dUt, dbeta, dr2, dQg, dKg, dKd, dc, dgam, dgC, dcC, T, NT)
+        KB.chunk_bwd_cov_par_kernel[(B * H * G * NT,)](*cargs, OUT=False, **kw)        # sources S_n
+        KB.chunk_bwd_hstate_kernel[(B * H * G,)](k, ap, u, W, dPT, Hs, dP0, T, NT, **kw)
+        KB.chunk_bwd_cov_par_kernel[(B * H * G * NT,)](*cargs, OUT=True, **kw)         # the outputs
+    else:
+        raise ValueError(f"config['bwd_form'] must be 'sequential' or 'parallel' (got {form!r})")
     # epilogue: γ, c per token (relative to the chunk) and the reverse cumulative sums
+    if cfg.get("bwd_epilogue", "triton") == "torch":
+        dq, dk, dl2, dg = _chunk_backward_epilogue_torch(q, k, l2, a, dQg, dKg, dKd, dc, dgam, dgC, dcC, C, need_dg)
+        return dq, dk, dv, dl2, dr2, dg, dM0, dP0
+    need = need_dg and has_a
+    dq, dk = _empty((B, T, H, D), f32, dev), _empty((B, T, H, D), f32, dev)
+    dl2 = _empty((B, T, H), f32, dev)
+    dg = _empty((B, T, H, D), f32, dev) if need else dummy
+    KB.chunk_bwd_epilogue_kernel[(B * NT * H,)](
+        q, k, ap, l2, dQg, dKg, dKd, dc, dgam, dgC, dcC, dq, dk, dl2, dg, T, NT,
+        H=H, D=D, BD=BD, C=C, HAS_ALPHA=has_a, NEED_DG=need, num_warps=max(4, C // 4))   # sm_90 compile: no spills
+    return dq, dk, dv, dl2, dr2, dg if need else None, dM0, dP0
+
+
+def _chunk_backward_epilogue_torch(q, k, l2, a, dQg, dKg, dKd, dc, dgam, dgC, dcC, C, need_dg):
+    """The epilogue of :func:`_chunk_backward` as torch operations (``config["bwd_epilogue"] =
+    "torch"``; the reference of ``chunk_bwd_epilogue_kernel``).  Returns ``dq, dk, dl2, dg``
+    reordered by the caller."""
+    B, T, H, D = q.shape
+    NT = -(-T // C)
     Tp = NT * C
 
     def ch(t, value=0.0):                       # [B, T, H, X] -> [B, NT, C, H, X]
@@ -380,7 +417,7 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
 
     Kc, Qc = ch(k), ch(q)
     L2 = ch(l2[..., None])
-    if has_a:
+    if a is not None:
         gam = torch.cumprod(ch(a, 1.0), 2)
         g2 = gam * gam
         cc = g2 * torch.cumsum(L2 / g2, 2)
@@ -395,13 +432,13 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     rs = (g2 * dc_).flip(2).cumsum(2).flip(2)              # Σ_{τ≥j} dc_τ γ_τ²
     dl2 = (rs / g2).sum(-1)
     dg = None
-    if need_dg and has_a:
+    if need_dg and a is not None:
         dgam_ = ch(dgam) + Kc * dKg_ + Qc * dQg_
         dgam_[:, :, -1] += dgC.permute(0, 2, 1, 3)
         dgam_ = dgam_ + 2.0 * (cc / gam) * dc_ - 2.0 * L2 * (rs / g2) / gam
         dg = (dgam_ * gam).flip(2).cumsum(2).flip(2).reshape(B, Tp, H, D)[:, :T]
     back = lambda t: t.reshape(B, Tp, H, -1)[:, :T]  # noqa: E731
-    return back(dq), back(dk), dv, back(dl2[..., None])[..., 0], dr2, dg, dM0, dP0
+    return back(dq), back(dk), back(dl2[..., None])[..., 0], dg
 
 
 class _ChunkBLFunction(torch.autograd.Function):
@@ -470,7 +507,8 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
     same rule as :func:`fused_recurrent_bl` for ``alpha`` with exact zeros.
     ``config`` overrides launch parameters (:func:`default_chunk_config`);
     ``config={"backward": "chunked"}`` takes the chunked backward kernels
-    (:mod:`._chunk_bwd_kernels`; launch keys ``bwd_BV``, ``bwd_warps``, ``bwd_precision``) where
+    (:mod:`._chunk_bwd_kernels`; ``bwd_form`` "parallel" (default) or "sequential", launch keys
+    ``bwd_BV``, ``bwd_warps``, ``bwd_precision``, ``bwd_epilogue`` "triton" | "torch") where
     every chunk's ``Σ|log|α||`` is at most ``LOG_GAMMA_BOUND_BWD``, else the token-by-token
     backward (the default, ``"recurrent"``, until the chunked one is measured faster on a GPU);
     ``config={"super_chunks": S}`` runs the two-level form parallel over time

@@ -210,15 +210,18 @@ def _calls(monkeypatch):
     return calls
 
 
+@pytest.mark.parametrize("form", ["sequential", "parallel"])
 @pytest.mark.parametrize("B,T,H,D,m,G,C,decay,init,BV", KCASES)
 def test_chunked_backward_kernels_equal_float64_autograd(interpret, monkeypatch, make_inputs, relerr,
-                                                         B, T, H, D, m, G, C, decay, init, BV):
+                                                         B, T, H, D, m, G, C, decay, init, BV, form):
     """``chunk_bl(config={"backward": "chunked"})``, every kernel buffer NaN-poisoned: every input's
-    gradient (final-state cotangents included) against autograd through float64 ``naive_bl``."""
+    gradient (final-state cotangents included) against autograd through float64 ``naive_bl``, in
+    both forms of the kernels (``bwd_form``: the whole chunk inside the reverse chains, or chains of
+    the adjoints alone and one program per chunk for the rest)."""
     calls = _calls(monkeypatch)
     x = _decays(make_inputs(B, T, H, D, m, G, alpha=decay != "none", init=init, seed=T + D), decay, T)
     w = torch.randn(B, T, H, m, generator=torch.Generator().manual_seed(T), dtype=torch.float64)
-    cfg = {"backward": "chunked"}
+    cfg = {"backward": "chunked", "bwd_form": form}
     if BV:
         cfg["bwd_BV"] = BV
     ref = _autograd(naive_bl, x, w)
@@ -276,3 +279,17 @@ def test_chunked_backward_bad_config(interpret, make_inputs):
     x = make_inputs(1, 4, 1, 4, 4, alpha=True, seed=1)
     with pytest.raises(ValueError, match="backward"):
         chunk_bl(**x, chunk_size=16, config={"backward": "sideways"})
+    leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "v")}
+    o, _ = chunk_bl(**{**x, **leaves}, chunk_size=16, config={"backward": "chunked", "bwd_form": "diagonal"})
+    with pytest.raises(ValueError, match="bwd_form"):
+        o.sum().backward()
+
+
+def test_chunked_backward_epilogue_kernel_equals_torch_form(interpret, make_inputs, relerr):
+    """The epilogue as one Triton pass (default) and as torch operations give the same gradients."""
+    x = make_inputs(1, 37, 2, 5, 4, 2, alpha=True, init=True, seed=8)
+    w = torch.randn(1, 37, 2, 4, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    a = _autograd(chunk_bl, x, w, chunk_size=16, config={"backward": "chunked"})
+    b = _autograd(chunk_bl, x, w, chunk_size=16, config={"backward": "chunked", "bwd_epilogue": "torch"})
+    for n in a:
+        assert relerr(b[n], a[n]) < 1e-6, n
