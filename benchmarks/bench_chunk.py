@@ -686,6 +686,30 @@ def check_bwd(torch, shape, device, C=16, Tg=256, seed=1):
     return res
 
 
+def cost_model_bwd(shape, C, G=1):
+    """FLOPs and bytes of the chunked backward's parallel form (a model: products counted as
+    2·m·n·k, elementwise work and atomics' read-modify-write counted once).  Per token and head:
+    ``32 D² + 18 D m + 34 C D + 12 C m + 12 C²`` flops (state scans, the G chain and the mean
+    outputs, the covariance pass twice — sources and outputs — and the H chain); bytes: the
+    per-token inputs read by ~6 passes, the chunk states (P, M, H, G: written once, read about
+    twice) and ~8 fp32 D-vector accumulators read and written."""
+    B, T, H, D, m = shape
+    n = B * T * H
+    flops = n * (32 * D * D + 18 * D * m + 34 * C * D + 12 * C * m + 12 * C * C) * (G if G > 1 else 1)
+    nbytes = 4 * n * (6 * (4 * D + 3 * m) + 3 * 2 * (D * D + D * m) / C + 16 * D + 2 * C * 2)
+    return {"flops": float(flops), "bytes": float(nbytes)}
+
+
+def _grads_relerr(torch, fn, x, do, C, cfg_a, cfg_b):
+    gs = []
+    for cfg in (cfg_a, cfg_b):
+        leaves = {n: t.clone().requires_grad_(True) for n, t in x.items()}
+        o, _ = fn(**leaves, chunk_size=C, validate=False, config=cfg)
+        o.backward(do)
+        gs.append({n: t.grad for n, t in leaves.items()})
+    return {n: _relerr(torch, gs[0][n], gs[1][n]) for n in gs[0]}
+
+
 def kernel_times(torch, f, reps=5):
     """GPU time per kernel name (ms per call, mean of ``reps`` calls of ``f`` after a warm-up) from
     ``torch.profiler``: where a forward+backward spends its time, Triton kernels and torch ops."""
@@ -758,12 +782,33 @@ def bwd(shapes, out, sizes=(16, 32, 64)):
             for bw, bv in ((4, 32), (8, 32), (16, 32), (16, 64)):
                 cfg = dict(BWD_KINDS["chunked_par"], bwd_warps=bw, bwd_BV=min(bv, m))
                 _guard(e, f"fwdbwd_chunked_par_C16_w{bw}_BV{bv}", lambda: _bench(torch, fb(16, cfg), device))
+            # 3xTF32 products (tensor cores) in the chunked backward: time, and gradients against the
+            # fp32 (ieee) ones on the whole shape
+            for C in (16, 32):
+                cfg = dict(BWD_KINDS["chunked_par"], bwd_precision="tf32x3")
+                _guard(e, f"fwdbwd_chunked_par_C{C}_tf32x3", lambda: _bench(torch, fb(C, cfg), device))
+            _guard(e, "tf32x3_grads_vs_ieee_C16", lambda: _grads_relerr(
+                torch, chunk_bl, x, do, 16, dict(BWD_KINDS["chunked_par"], bwd_precision="ieee"),
+                dict(BWD_KINDS["chunked_par"], bwd_precision="tf32x3")))
             _guard(e, "fla", lambda: _time_fla(torch, shape, device))
             fla = e.get("fla") if isinstance(e.get("fla"), dict) else {}
             ref = fla.get("fla_chunk_delta_fwdbwd")
             if isinstance(ref, float):
                 times = {k: v for k, v in e.items() if k.startswith("fwdbwd_") and isinstance(v, float)}
                 e["ratio_to_fla_chunk_delta_fwdbwd"] = {k: v / ref for k, v in times.items()}
+        # achieved rates of the chunked backward (time = fwd+bwd − fwd; model: cost_model_bwd)
+        rates = {}
+        for C in sizes:
+            cm = cost_model_bwd(shape, C)
+            for kind in ("chunked_seq", "chunked_par"):
+                tf, tb = e.get(f"fwd_C{C}"), e.get(f"fwdbwd_{kind}_C{C}")
+                if isinstance(tf, float) and isinstance(tb, float) and tb > tf:
+                    t = (tb - tf) * 1e-3
+                    rates[f"{kind}_C{C}"] = dict(cm, bwd_ms=tb - tf, achieved_TFLOPs=cm["flops"] / t / 1e12,
+                                                 achieved_TBps=cm["bytes"] / t / 1e12,
+                                                 fraction_fp32_peak=cm["flops"] / t / 1e12 / H200["fp32_tflops"],
+                                                 fraction_hbm=cm["bytes"] / t / 1e12 / H200["hbm_TBps"])
+        e["bwd_model"] = rates
         if out:
             _bench_write(result, out)
     return result
