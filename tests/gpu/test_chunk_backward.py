@@ -198,6 +198,7 @@ KCASES = [  # (B, T, H, D, m, G, C, decay, init, bwd_BV)
     (1, 45, 1, 4, 6, 1, 32, "weak", False, None),
     (1, 70, 1, 4, 8, 2, 64, "weak", True, None),        # C = 64, a partial chunk
     (1, 20, 1, 4, 64, 2, 16, "mid", True, 16),          # two value blocks per group: atomics across blocks
+    (1, 40, 1, 64, 64, 1, 16, "mid", True, None),       # the device's tiles at S1 (BD = BV = 64)
 ]
 
 
