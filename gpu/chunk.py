@@ -9,10 +9,11 @@ Two implementations of one algorithm (issue 6):
   with ``TRITON_INTERPRET=1``): a chunked covariance pass (rows of the LDLᵀ
   factor by the innovations recursion, products-only decay ratios) and a
   matmul-only mean pass; fp32 arithmetic whatever the input dtype.  Gradients:
-  the forward keeps ``u_t, β_t`` and the innovations ``e_t`` — exactly the
-  tensors the token-by-token op's backward needs — so the backward *is*
-  :mod:`.fused_recurrent`'s Triton backward (reverse-time adjoints of the same
-  function: exact gradients, not an approximation).
+  the forward keeps ``u_t, β_t`` and the innovations ``e_t`` (and ``W``), from
+  which either the chunked backward kernels of :mod:`._chunk_bwd_kernels`
+  (hand-differentiated chunk formulas, :mod:`.chunk_backward`; the default at
+  ``D ≤ 64``, ``C ≤ 32``) or :mod:`.fused_recurrent`'s token-by-token Triton
+  backward compute exact gradients (not an approximation).
 
 :func:`chunk_bl` dispatches like :func:`fused_recurrent_bl`.
 
@@ -296,7 +297,7 @@ def _forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e):
     return two_level_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e, S, _chunk_forward)
 
 
-BACKWARDS = ("recurrent", "chunked")
+BACKWARDS = ("auto", "recurrent", "chunked")
 # |log γ| bound inside a chunk for the chunked backward's quotient form: it divides by γ² and
 # forms c/γ² (≤ e^80 ≈ 6e34 < fp32's 3e38), a tighter condition than the forward's
 LOG_GAMMA_BOUND_BWD = 40.0
@@ -310,10 +311,22 @@ def chunk_bwd_kernels(interpret: bool):
 
 
 def _backward_kind(cfg) -> str:
-    kind = cfg.get("backward", "recurrent")
+    kind = cfg.get("backward", "auto")
     if kind not in BACKWARDS:
         raise ValueError(f"config['backward'] must be one of {BACKWARDS} (got {kind!r})")
     return kind
+
+
+def _use_chunked_backward(cfg, D: int, C: int) -> bool:
+    """``"auto"``: the chunked backward where it was measured faster on the H200
+    (``benchmarks/h200_chunk_bwd.json``: D = 64, C = 16/32, S1 and S3: fwd+bwd 10.7 / 29.2 ms
+    against the token-by-token backward's 15.9 / 58.1 ms at C = 16); the token-by-token one
+    elsewhere (D = 128 and C = 64 spill in the offline sm_90 compile and are unmeasured).
+    Either way the decay guard can still send a call to the token-by-token backward."""
+    kind = _backward_kind(cfg)
+    if _super_chunks(cfg) != 1 or kind == "recurrent":
+        return False
+    return kind == "chunked" or (D <= 64 and C <= 32)
 
 
 def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, cfg, need_dg):
@@ -333,11 +346,12 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     f32 = torch.float32
     NT = -(-T // C)
     BD = max(16, _pow2(D))
-    # sm_90 offline compile (registers / spills): BV = 64 spill-free at D = 64, BV = 32 at D = 128
-    BV = int(cfg.get("bwd_BV", max(16, min(64 if BD <= 64 else 32, _pow2(mg)))))
+    # H200 (benchmarks/h200_chunk_bwd.json, parallel form, D = 64, C = 16): 4 warps and BV = 32
+    # took 10.7 / 29.2 ms fwd+bwd at S1 / S3 against 13.6 / 36.5 ms with 8 warps and BV = 64;
+    # at D = 128 (unmeasured) BV = 32 is what the offline sm_90 compile fits without spills
+    BV = int(cfg.get("bwd_BV", max(16, min(32, _pow2(mg)))))
     NVG = -(-mg // BV)
-    # unmeasured default: the covariance pass holds five D×D fp32 tiles (H, P, dP_m, P_m, dHP)
-    warps = int(cfg.get("bwd_warps", 8))
+    warps = int(cfg.get("bwd_warps", 4 if BD <= 64 else 8))
     prec = cfg.get("bwd_precision", "ieee" if BD <= 64 else "tf32x3")
     has_a = a is not None
     dummy = torch.zeros(1, dtype=f32, device=dev)
@@ -457,7 +471,7 @@ class _ChunkBLFunction(torch.autograd.Function):
         M0c = M0.float().contiguous()
         P0c = P0.float().contiguous()
         need_grad = any(ctx.needs_input_grad[:8])
-        chunked = need_grad and _backward_kind(cfg) == "chunked" and _super_chunks(cfg) == 1
+        chunked = need_grad and _use_chunked_backward(cfg, q.shape[-1], C)
         W = None
         if chunked:
             o, MT, PT, u, beta, e, W = _chunk_forward(K, q, k, v, l2, r2, a, M0c, P0c, C, cfg, True, keep_w=True)
@@ -510,7 +524,9 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
     (:mod:`._chunk_bwd_kernels`; ``bwd_form`` "parallel" (default) or "sequential", launch keys
     ``bwd_BV``, ``bwd_warps``, ``bwd_precision``, ``bwd_epilogue`` "triton" | "torch") where
     every chunk's ``Σ|log|α||`` is at most ``LOG_GAMMA_BOUND_BWD``, else the token-by-token
-    backward (the default, ``"recurrent"``, until the chunked one is measured faster on a GPU);
+    backward; ``"recurrent"`` forces the token-by-token backward, and the default ``"auto"``
+    takes the chunked one at ``D ≤ 64``, ``chunk_size ≤ 32`` (measured faster on the H200,
+    ``benchmarks/h200_chunk_bwd.json``) and the token-by-token one otherwise;
     ``config={"super_chunks": S}`` runs the two-level form parallel over time
     (:mod:`.chunk_parallel`; exact, opt-in: slower than one level on the H200 as written).
     ``chunk_size=16`` was the fastest on the H200 at S1-S3 (the covariance

@@ -298,3 +298,23 @@ def test_chunked_backward_epilogue_kernel_equals_torch_form(interpret, make_inpu
     b = _autograd(chunk_bl, x, w, chunk_size=16, config={"backward": "chunked", "bwd_epilogue": "torch"})
     for n in a:
         assert relerr(b[n], a[n]) < 1e-6, n
+
+
+def test_default_backward_choice(interpret, monkeypatch, make_inputs, relerr):
+    """``backward="auto"`` (default) takes the chunked kernels at D <= 64, C <= 32 and the
+    token-by-token ones at C = 64; ``"recurrent"`` forces the latter; all equal float64 autograd."""
+    from assocmem.gpu.chunk import _use_chunked_backward
+
+    assert _use_chunked_backward({}, 64, 16) and _use_chunked_backward({}, 64, 32)
+    assert not _use_chunked_backward({}, 128, 16) and not _use_chunked_backward({}, 64, 64)
+    assert _use_chunked_backward({"backward": "chunked"}, 128, 64)
+    assert not _use_chunked_backward({"backward": "recurrent"}, 16, 16)
+    assert not _use_chunked_backward({"super_chunks": 2}, 16, 16)
+    calls = _calls(monkeypatch)
+    x = make_inputs(1, 19, 1, 6, 4, alpha=True, seed=31)
+    ref = _autograd_noinit(naive_bl, x)
+    for C, cfg, n_calls in ((16, None, 1), (16, {"backward": "recurrent"}, 1), (64, None, 1), (32, None, 2)):
+        got = _autograd_noinit(chunk_bl, x, chunk_size=C, config=cfg)
+        for n in ref:
+            assert relerr(ref[n], got[n]) < FP32, (C, cfg, n)
+        assert len(calls) == n_calls, (C, cfg)
