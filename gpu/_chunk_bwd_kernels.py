@@ -46,6 +46,128 @@ def _decay_noise(g1, c1, g2, c2):
     return g1 * g2, c1 * (g2 * g2) + c2
 
 
+# --------------------------------------------------------------------------
+# the kernels' shared prologue pieces: program-id decomposition, tile ranges, token rows
+# and the per-chunk decay loads
+# --------------------------------------------------------------------------
+@triton.jit
+def _head_group(pid, T, H: tl.constexpr, G: tl.constexpr):
+    """``pid = (b·H + h)·G + g`` → ``(g, b·H + h, tok)`` with ``tok = b·T·H + h`` (the token offset
+    of ``(b, t = 0, h)`` in ``[B, T, H, …]``)."""
+    i_g = pid % G
+    i_bh = pid // G
+    i_b = i_bh // H
+    i_h = i_bh % H
+    return i_g, i_bh, i_b * T * H + i_h
+
+
+@triton.jit
+def _value_block(pid, T, H: tl.constexpr, G: tl.constexpr, MG: tl.constexpr, BV: tl.constexpr,
+                 NVG: tl.constexpr):
+    """``pid = ((b·H + h)·G + g)·NVG + v`` → ``(b·H·G + h·G + g, g, b·H + h, tok)`` and the value
+    block's columns ``cv = g·MG + v·BV + [0, BV)`` (``[1, BV]``) with their mask."""
+    i_v = pid % NVG
+    i_bhg = pid // NVG
+    i_g, i_bh, tok = _head_group(i_bhg, T, H, G)
+    jv = i_v * BV + tl.arange(0, BV)[None, :]
+    return i_bhg, i_g, i_bh, tok, i_g * MG + jv, jv < MG
+
+
+@triton.jit
+def _tiles(D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr):
+    """Key-dimension rows / columns ``rr [BD, 1]``, ``rc [1, BD]`` with their masks, and chunk
+    rows / columns ``ri [C, 1]``, ``ci [1, C]``."""
+    rd = tl.arange(0, BD)
+    rr = rd[:, None]
+    rc = rd[None, :]
+    return rr, rc, rr < D, rc < D, tl.arange(0, C)[:, None], tl.arange(0, C)[None, :]
+
+
+@triton.jit
+def _rows(ri, n, tok, T, H: tl.constexpr, C: tl.constexpr):
+    """Chunk ``n``'s rows: valid mask ``t < T`` and token index ``tok + t·H`` (``[C, 1]``)."""
+    tr = n * C + ri
+    return tr < T, tok + tr * H
+
+
+@triton.jit
+def _last_row(x, ri, C: tl.constexpr):
+    """Row ``C − 1`` of ``x [C, BD]`` as ``[1, BD]``."""
+    return tl.reduce(tl.where(ri == C - 1, x, 0.), 0, _sum, keep_dims=True)
+
+
+@triton.jit
+def _gamma(a_ptr, tki, vr, rc, mc, ri, D: tl.constexpr, C: tl.constexpr):
+    """``γ`` (cumulative decay in the chunk, ``[C, BD]``) and ``γ_C`` (``[1, BD]``)."""
+    At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
+    gam = tl.associative_scan(At, 0, _mul)
+    return gam, _last_row(gam, ri, C)
+
+
+@triton.jit
+def _gamma_noise(a_ptr, l2_ptr, tki, vr, rc, mc, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
+                 HAS_ALPHA: tl.constexpr):
+    """``γ`` and ``c`` (``c_j = γ_j² Σ_{τ≤j} ℓ²_τ/γ_τ²``, ``[C, BD]``) and ``ℓ²`` (``[C, 1]``)."""
+    L2t = tl.load(l2_ptr + tki, mask=vr, other=0.).to(tl.float32)
+    if HAS_ALPHA:
+        At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
+        gam, cc = tl.associative_scan((At, tl.where(mc, L2t, 0.)), 0, _decay_noise)
+    else:
+        gam, cc = tl.associative_scan((tl.full((C, BD), 1.0, tl.float32), tl.where(mc, L2t, 0.)), 0,
+                                      _decay_noise)
+    return gam, cc, L2t
+
+
+@triton.jit
+def _kqz(q_ptr, k_ptr, a_ptr, u_ptr, tki, vr, i_g, rc, mc, ri, G: tl.constexpr, D: tl.constexpr,
+         BD: tl.constexpr, C: tl.constexpr, HAS_ALPHA: tl.constexpr):
+    """A chunk's ``Kγ``, ``Qγ``, ``Z = U/γ`` (``[C, BD]``) and ``γ_C`` (``[1, BD]``)."""
+    Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+    Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+    Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
+    if HAS_ALPHA:
+        gam, glast = _gamma(a_ptr, tki, vr, rc, mc, ri, D, C)
+        Z = Ut / gam
+        Kt = gam * Kt
+        Qt = gam * Qt
+    else:
+        glast = tl.full((1, BD), 1.0, tl.float32)
+        Z = Ut
+    return Kt, Qt, Z, glast
+
+
+@triton.jit
+def _mean_chunk(v_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, dv_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
+                dgc_ptr, dqg_ptr, dkg_ptr, Gm, Kt, Qt, Z, glast, n, i_bhg, i_bh, i_g, tki, vr, cb, cv, mv,
+                rr, rc, mr, mc, ri, ci, NT, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr, C: tl.constexpr,
+                PREC: tl.constexpr):
+    """One chunk of the mean adjoint from ``G`` at its end (:func:`chunk_bwd_mean_kernel`):
+    ``d(βE) = A_qᵀ dO + Ũ G``, ``dV = Wᵀ d(βE)`` stored, the rest added atomically; returns
+    ``(dO, dV)``."""
+    bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)
+    Wm = tl.load(w_ptr + cb + ri * C + ci)
+    Ms = tl.load(ms_ptr + (i_bh * NT + n) * D * M + rr * M + cv, mask=mr & mv, other=0.)
+    dO = tl.load(do_ptr + tki * M + cv, mask=vr & mv, other=0.).to(tl.float32)
+    Et = tl.load(e_ptr + tki * M + cv, mask=vr & mv, other=0.)
+    Vt = tl.load(v_ptr + tki * M + cv, mask=vr & mv, other=0.).to(tl.float32)
+    Aq = tl.where(ri >= ci, tl.dot(Qt, tl.trans(Z), input_precision=PREC), 0.)
+    bE = bt * Et
+    dbE = tl.dot(tl.trans(Aq), dO, input_precision=PREC) + tl.dot(glast * Z, Gm, input_precision=PREC)
+    dV = tl.dot(tl.trans(Wm), dbE, input_precision=PREC)
+    tl.store(dv_ptr + tki * M + cv, dV, mask=vr & mv)
+    tl.atomic_add(dbeta_ptr + tki * G + i_g, tl.reduce(Et * dbE, 1, _sum, keep_dims=True), mask=vr)
+    LE = Vt - tl.dot(Kt, Ms, input_precision=PREC)
+    tl.atomic_add(dn_ptr + cb + ri * C + ci,
+                  tl.where(ri > ci, tl.dot(bt * dbE, tl.trans(LE), input_precision=PREC), 0.))
+    tl.atomic_add(daq_ptr + cb + ri * C + ci, tl.where(ri >= ci, tl.dot(dO, tl.trans(bE), input_precision=PREC), 0.))
+    tl.atomic_add(dut_ptr + ((i_bhg * NT + n) * C + ri) * D + rc, tl.dot(bE, tl.trans(Gm), input_precision=PREC),
+                  mask=mc)
+    tl.atomic_add(dgc_ptr + (i_bh * NT + n) * D + rr, tl.reduce(Gm * Ms, 1, _sum, keep_dims=True), mask=mr)
+    tl.atomic_add(dqg_ptr + tki * D + rc, tl.dot(dO, tl.trans(Ms), input_precision=PREC), mask=vr & mc)
+    tl.atomic_add(dkg_ptr + tki * D + rc, -tl.dot(dV, tl.trans(Ms), input_precision=PREC), mask=vr & mc)
+    return dO, dV
+
+
 @triton.jit(do_not_specialize=["T", "NT"])
 def chunk_bwd_pstate_kernel(k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, p0_ptr, ps_ptr, T, NT,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
@@ -53,36 +175,21 @@ def chunk_bwd_pstate_kernel(k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, p0_ptr, ps_pt
     """Chunk-start covariances ``ps [B, H, G, NT, D, D]``:
     ``P ← (γ_Cγ_Cᵀ) ⊙ (P − Zᵀ diag(β) Z) + diag(c_C)``."""
     pid = tl.program_id(0).to(tl.int64)
-    i_g = pid % G
-    i_bh = pid // G
-    i_b = i_bh // H
-    i_h = i_bh % H
-    rd = tl.arange(0, BD)
-    rr = rd[:, None]
-    rc = rd[None, :]
-    mr = rr < D
-    mc = rc < D
-    ri = tl.arange(0, C)[:, None]
+    i_g, i_bh, tok = _head_group(pid, T, H, G)
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     P = tl.load(p0_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
-    tok = i_b * T * H + i_h
     for n in range(NT):
         tl.store(ps_ptr + (pid * NT + n) * D * D + rr * D + rc, P, mask=mr & mc)
-        tr = n * C + ri
-        vr = tr < T
-        tki = tok + tr * H
-        L2t = tl.load(l2_ptr + tki, mask=vr, other=0.).to(tl.float32)
+        vr, tki = _rows(ri, n, tok, T, H, C)
         Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
         bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)
+        gam, cc, L2t = _gamma_noise(a_ptr, l2_ptr, tki, vr, rc, mc, D, BD, C, HAS_ALPHA)
         if HAS_ALPHA:
-            At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
-            gam, cc = tl.associative_scan((At, tl.where(mc, L2t, 0.)), 0, _decay_noise)
             Z = Ut / gam
         else:
-            gam, cc = tl.associative_scan((tl.full((C, BD), 1.0, tl.float32), tl.where(mc, L2t, 0.)), 0,
-                                          _decay_noise)
             Z = Ut
-        glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)      # [1, BD]
-        clast = tl.reduce(tl.where(ri == C - 1, cc, 0.), 0, _sum, keep_dims=True)
+        glast = _last_row(gam, ri, C)                                                   # [1, BD]
+        clast = _last_row(cc, ri, C)
         P = P - tl.dot(tl.trans(Z * bt), Z, input_precision=PREC)
         P = P * (tl.trans(glast) * glast) + tl.where((rr == rc) & mr, clast, 0.)
         P = 0.5 * (P + tl.trans(P))
@@ -95,35 +202,17 @@ def chunk_bwd_mstate_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, m0_ptr, ms_ptr, T, NT
                             C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
     """Chunk-start means ``ms [B, H, NT, D, m]``: ``M ← γ_C ⊙ M + (γ_C ⊙ Z)ᵀ (β ⊙ E)``."""
     pid = tl.program_id(0).to(tl.int64)
-    i_v = pid % NVG
-    i_bhg = pid // NVG
-    i_g = i_bhg % G
-    i_bh = i_bhg // G
-    i_b = i_bh // H
-    i_h = i_bh % H
-    rd = tl.arange(0, BD)
-    rr = rd[:, None]
-    rc = rd[None, :]
-    mr = rr < D
-    mc = rc < D
-    ri = tl.arange(0, C)[:, None]
-    jv = i_v * BV + tl.arange(0, BV)[None, :]
-    cv = i_g * MG + jv
-    mv = jv < MG
+    i_bhg, i_g, i_bh, tok, cv, mv = _value_block(pid, T, H, G, MG, BV, NVG)
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     S = tl.load(m0_ptr + i_bh * D * M + rr * M + cv, mask=mr & mv, other=0.).to(tl.float32)
-    tok = i_b * T * H + i_h
     for n in range(NT):
         tl.store(ms_ptr + (i_bh * NT + n) * D * M + rr * M + cv, S, mask=mr & mv)
-        tr = n * C + ri
-        vr = tr < T
-        tki = tok + tr * H
+        vr, tki = _rows(ri, n, tok, T, H, C)
         Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
         bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)
         Et = tl.load(e_ptr + tki * M + cv, mask=vr & mv, other=0.)
         if HAS_ALPHA:
-            At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
-            gam = tl.associative_scan(At, 0, _mul)
-            glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)   # [1, BD]
+            gam, glast = _gamma(a_ptr, tki, vr, rc, mc, ri, D, C)                       # [C, BD], [1, BD]
             Ut = (glast / gam) * Ut                                                      # γ_C ⊙ Z
             S = tl.trans(glast) * S
         S = S + tl.dot(tl.trans(Ut), bt * Et, input_precision=PREC)
@@ -145,66 +234,17 @@ def chunk_bwd_mean_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, e_ptr, do
     ``dβ = rowsum(E ⊙ d(βE))``, ``dγ_C = rowsum(G ⊙ M)``, ``d(Qγ) = dO Mᵀ``, ``d(Kγ) = −dV Mᵀ``.
     """
     pid = tl.program_id(0).to(tl.int64)
-    i_v = pid % NVG
-    i_bhg = pid // NVG
-    i_g = i_bhg % G
-    i_bh = i_bhg // G
-    i_b = i_bh // H
-    i_h = i_bh % H
-    rd = tl.arange(0, BD)
-    rr = rd[:, None]
-    rc = rd[None, :]
-    mr = rr < D
-    mc = rc < D
-    ri = tl.arange(0, C)[:, None]
-    ci = tl.arange(0, C)[None, :]
-    jv = i_v * BV + tl.arange(0, BV)[None, :]
-    cv = i_g * MG + jv
-    mv = jv < MG
+    i_bhg, i_g, i_bh, tok, cv, mv = _value_block(pid, T, H, G, MG, BV, NVG)
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     Gm = tl.load(dmT_ptr + i_bh * D * M + rr * M + cv, mask=mr & mv, other=0.).to(tl.float32)   # [BD, BV]
-    tok = i_b * T * H + i_h
     for j in range(NT):
         n = NT - 1 - j
-        tr = n * C + ri
-        vr = tr < T
-        tki = tok + tr * H
+        vr, tki = _rows(ri, n, tok, T, H, C)
         cb = (i_bhg * NT + n) * C * C
-        Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
-        Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
-        Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
-        if HAS_ALPHA:
-            At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
-            gam = tl.associative_scan(At, 0, _mul)
-            glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)   # [1, BD]
-            Z = Ut / gam
-            Kt = gam * Kt
-            Qt = gam * Qt
-        else:
-            glast = tl.full((1, BD), 1.0, tl.float32)
-            Z = Ut
-        Uc = glast * Z                                                                   # Ũ
-        bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)
-        Wm = tl.load(w_ptr + cb + ri * C + ci)
-        Ms = tl.load(ms_ptr + (i_bh * NT + n) * D * M + rr * M + cv, mask=mr & mv, other=0.)
-        dO = tl.load(do_ptr + tki * M + cv, mask=vr & mv, other=0.).to(tl.float32)
-        Et = tl.load(e_ptr + tki * M + cv, mask=vr & mv, other=0.)
-        Vt = tl.load(v_ptr + tki * M + cv, mask=vr & mv, other=0.).to(tl.float32)
-        Aq = tl.where(ri >= ci, tl.dot(Qt, tl.trans(Z), input_precision=PREC), 0.)
-        bE = bt * Et
-        dbE = tl.dot(tl.trans(Aq), dO, input_precision=PREC) + tl.dot(Uc, Gm, input_precision=PREC)
-        dV = tl.dot(tl.trans(Wm), dbE, input_precision=PREC)
-        tl.store(dv_ptr + tki * M + cv, dV, mask=vr & mv)
-        tl.atomic_add(dbeta_ptr + tki * G + i_g, tl.reduce(Et * dbE, 1, _sum, keep_dims=True), mask=vr)
-        LE = Vt - tl.dot(Kt, Ms, input_precision=PREC)
-        dN = tl.where(ri > ci, tl.dot(bt * dbE, tl.trans(LE), input_precision=PREC), 0.)
-        tl.atomic_add(dn_ptr + cb + ri * C + ci, dN)
-        dAq = tl.where(ri >= ci, tl.dot(dO, tl.trans(bE), input_precision=PREC), 0.)
-        tl.atomic_add(daq_ptr + cb + ri * C + ci, dAq)
-        dUt = tl.dot(bE, tl.trans(Gm), input_precision=PREC)
-        tl.atomic_add(dut_ptr + ((i_bhg * NT + n) * C + ri) * D + rc, dUt, mask=mc)
-        tl.atomic_add(dgc_ptr + (i_bh * NT + n) * D + rr, tl.reduce(Gm * Ms, 1, _sum, keep_dims=True), mask=mr)
-        tl.atomic_add(dqg_ptr + tki * D + rc, tl.dot(dO, tl.trans(Ms), input_precision=PREC), mask=vr & mc)
-        tl.atomic_add(dkg_ptr + tki * D + rc, -tl.dot(dV, tl.trans(Ms), input_precision=PREC), mask=vr & mc)
+        Kt, Qt, Z, glast = _kqz(q_ptr, k_ptr, a_ptr, u_ptr, tki, vr, i_g, rc, mc, ri, G, D, BD, C, HAS_ALPHA)
+        dO, dV = _mean_chunk(v_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, dv_ptr, daq_ptr, dn_ptr, dut_ptr,
+                             dbeta_ptr, dgc_ptr, dqg_ptr, dkg_ptr, Gm, Kt, Qt, Z, glast, n, i_bhg, i_bh, i_g, tki,
+                             vr, cb, cv, mv, rr, rc, mr, mc, ri, ci, NT, G, D, M, C, PREC)
         Gm = (tl.trans(glast) * Gm + tl.dot(tl.trans(Qt), dO, input_precision=PREC)
               - tl.dot(tl.trans(Kt), dV, input_precision=PREC))
     tl.store(dm0_ptr + i_bh * D * M + rr * M + cv, Gm, mask=mr & mv)
@@ -225,37 +265,22 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
         H ← dP_m + sym(Kγᵀ dΩ̃)
     """
     i_g = pid % G
-    rd = tl.arange(0, BD)
-    rr = rd[:, None]
-    rc = rd[None, :]
-    mr = rr < D
-    mc = rc < D
-    ri = tl.arange(0, C)[:, None]
-    ci = tl.arange(0, C)[None, :]
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     eye = ri == ci
-    tr = n * C + ri
-    vr = tr < T
-    tki = tok + tr * H
-    tc = n * C + ci
-    tkc = tok + tc * H
+    vr, tki = _rows(ri, n, tok, T, H, C)
+    vc, tkc = _rows(ci, n, tok, T, H, C)
     cb = (pid * NT + n) * C * C
     Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
     Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
     Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
-    L2t = tl.load(l2_ptr + tki, mask=vr, other=0.).to(tl.float32)
-    if HAS_ALPHA:
-        At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
-        gam, cc = tl.associative_scan((At, tl.where(mc, L2t, 0.)), 0, _decay_noise)
-    else:
-        gam, cc = tl.associative_scan((tl.full((C, BD), 1.0, tl.float32), tl.where(mc, L2t, 0.)), 0,
-                                      _decay_noise)
-    glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)      # [1, BD]
+    gam, cc, L2t = _gamma_noise(a_ptr, l2_ptr, tki, vr, rc, mc, D, BD, C, HAS_ALPHA)
+    glast = _last_row(gam, ri, C)                                                   # [1, BD]
     Z = Ut / gam
     Kg = gam * Kt
     Qg = gam * Qt
     cg = cc / gam
     bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)                       # [C, 1]
-    btr = tl.load(beta_ptr + tkc * G + i_g, mask=tc < T, other=1.)                  # [1, C]
+    btr = tl.load(beta_ptr + tkc * G + i_g, mask=vc, other=1.)                      # [1, C]
     Nn = tl.load(w_ptr + cb + ri * C + ci) / bt                                     # N = diag(1/β) W
     P = tl.load(ps_ptr + (pid * NT + n) * D * D + rr * D + rc, mask=mr & mc, other=0.)
     # P' = (γ_Cγ_Cᵀ) ⊙ (P − Zᵀ diag(β) Z) + diag(c_C)
@@ -311,16 +336,9 @@ def chunk_bwd_cov_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps
                          C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
     """Covariance adjoint, reverse over chunks (``H`` ``[BD, BD]`` in registers; :func:`_cov_chunk`)."""
     pid = tl.program_id(0).to(tl.int64)
-    i_bh = pid // G
-    i_b = i_bh // H
-    i_h = i_bh % H
-    rd = tl.arange(0, BD)
-    rr = rd[:, None]
-    rc = rd[None, :]
-    mr = rr < D
-    mc = rc < D
+    i_g, i_bh, tok = _head_group(pid, T, H, G)
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     Hc = tl.load(dpT_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
-    tok = i_b * T * H + i_h
     for j in range(NT):
         Hc = _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_ptr, dn_ptr, dut_ptr,
                         dbeta_ptr, dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
@@ -350,21 +368,12 @@ def chunk_bwd_epilogue_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, dqg_ptr, dkg_ptr, dkd
     i_h = pid % H
     i_n = (pid // H) % NT
     i_b = pid // (H * NT)
-    ri = tl.arange(0, C)[:, None]
-    rc = tl.arange(0, BD)[None, :]
-    mc = rc < D
-    tr = i_n * C + ri
-    vr = tr < T
-    tki = (i_b * T + tr) * H + i_h
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
+    vr, tki = _rows(ri, i_n, i_b * T * H + i_h, T, H, C)
     mk = vr & mc
     Kt = tl.load(k_ptr + tki * D + rc, mask=mk, other=0.).to(tl.float32)
     Qt = tl.load(q_ptr + tki * D + rc, mask=mk, other=0.).to(tl.float32)
-    L2t = tl.load(l2_ptr + tki, mask=vr, other=0.).to(tl.float32)
-    if HAS_ALPHA:
-        At = tl.load(a_ptr + tki * D + rc, mask=mk, other=1.).to(tl.float32)
-    else:
-        At = tl.full((C, BD), 1.0, tl.float32)
-    gam, cc = tl.associative_scan((At, tl.where(mc, L2t, 0.)), 0, _decay_noise)
+    gam, cc, L2t = _gamma_noise(a_ptr, l2_ptr, tki, vr, rc, mc, D, BD, C, HAS_ALPHA)
     dQg = tl.load(dqg_ptr + tki * D + rc, mask=mk, other=0.)
     dKg = tl.load(dkg_ptr + tki * D + rc, mask=mk, other=0.)
     last = ri == C - 1
@@ -399,43 +408,14 @@ def chunk_bwd_gstate_kernel(q_ptr, k_ptr, a_ptr, u_ptr, beta_ptr, do_ptr, w_ptr,
     """Chunk-end mean adjoints ``gs [B, H, NT, D, m]`` and ``dM_0``:
     ``G ← γ_C ⊙ G + Qγᵀ dO − Kγᵀ Wᵀ (A_qᵀ dO + Ũ G)`` (fla's ``dh`` pass)."""
     pid = tl.program_id(0).to(tl.int64)
-    i_v = pid % NVG
-    i_bhg = pid // NVG
-    i_g = i_bhg % G
-    i_bh = i_bhg // G
-    i_b = i_bh // H
-    i_h = i_bh % H
-    rd = tl.arange(0, BD)
-    rr = rd[:, None]
-    rc = rd[None, :]
-    mr = rr < D
-    mc = rc < D
-    ri = tl.arange(0, C)[:, None]
-    ci = tl.arange(0, C)[None, :]
-    jv = i_v * BV + tl.arange(0, BV)[None, :]
-    cv = i_g * MG + jv
-    mv = jv < MG
+    i_bhg, i_g, i_bh, tok, cv, mv = _value_block(pid, T, H, G, MG, BV, NVG)
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     Gm = tl.load(dmT_ptr + i_bh * D * M + rr * M + cv, mask=mr & mv, other=0.).to(tl.float32)
-    tok = i_b * T * H + i_h
     for j in range(NT):
         n = NT - 1 - j
         tl.store(gs_ptr + (i_bh * NT + n) * D * M + rr * M + cv, Gm, mask=mr & mv)
-        tr = n * C + ri
-        vr = tr < T
-        tki = tok + tr * H
-        Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
-        Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
-        Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
-        if HAS_ALPHA:
-            At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
-            gam = tl.associative_scan(At, 0, _mul)
-            glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)
-            Z = Ut / gam
-            Kt = gam * Kt
-            Qt = gam * Qt
-        else:
-            glast = tl.full((1, BD), 1.0, tl.float32)
-            Z = Ut
+        vr, tki = _rows(ri, n, tok, T, H, C)
+        Kt, Qt, Z, glast = _kqz(q_ptr, k_ptr, a_ptr, u_ptr, tki, vr, i_g, rc, mc, ri, G, D, BD, C, HAS_ALPHA)
         Wm = tl.load(w_ptr + (i_bhg * NT + n) * C * C + ri * C + ci)
         dO = tl.load(do_ptr + tki * M + cv, mask=vr & mv, other=0.).to(tl.float32)
         Aq = tl.where(ri >= ci, tl.dot(Qt, tl.trans(Z), input_precision=PREC), 0.)
@@ -457,63 +437,15 @@ def chunk_bwd_mean_par_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, e_ptr
     from the stored chunk-end adjoint ``G`` (``gs``) and chunk-start mean (``ms``)."""
     pid = tl.program_id(0).to(tl.int64)
     n = pid % NT
-    pv = pid // NT
-    i_v = pv % NVG
-    i_bhg = pv // NVG
-    i_g = i_bhg % G
-    i_bh = i_bhg // G
-    i_b = i_bh // H
-    i_h = i_bh % H
-    rd = tl.arange(0, BD)
-    rr = rd[:, None]
-    rc = rd[None, :]
-    mr = rr < D
-    mc = rc < D
-    ri = tl.arange(0, C)[:, None]
-    ci = tl.arange(0, C)[None, :]
-    jv = i_v * BV + tl.arange(0, BV)[None, :]
-    cv = i_g * MG + jv
-    mv = jv < MG
-    tok = i_b * T * H + i_h
-    tr = n * C + ri
-    vr = tr < T
-    tki = tok + tr * H
+    i_bhg, i_g, i_bh, tok, cv, mv = _value_block(pid // NT, T, H, G, MG, BV, NVG)
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
+    vr, tki = _rows(ri, n, tok, T, H, C)
     cb = (i_bhg * NT + n) * C * C
     Gm = tl.load(gs_ptr + (i_bh * NT + n) * D * M + rr * M + cv, mask=mr & mv, other=0.)
-    Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
-    Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
-    Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
-    if HAS_ALPHA:
-        At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
-        gam = tl.associative_scan(At, 0, _mul)
-        glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)
-        Z = Ut / gam
-        Kt = gam * Kt
-        Qt = gam * Qt
-    else:
-        glast = tl.full((1, BD), 1.0, tl.float32)
-        Z = Ut
-    bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)
-    Wm = tl.load(w_ptr + cb + ri * C + ci)
-    Ms = tl.load(ms_ptr + (i_bh * NT + n) * D * M + rr * M + cv, mask=mr & mv, other=0.)
-    dO = tl.load(do_ptr + tki * M + cv, mask=vr & mv, other=0.).to(tl.float32)
-    Et = tl.load(e_ptr + tki * M + cv, mask=vr & mv, other=0.)
-    Vt = tl.load(v_ptr + tki * M + cv, mask=vr & mv, other=0.).to(tl.float32)
-    Aq = tl.where(ri >= ci, tl.dot(Qt, tl.trans(Z), input_precision=PREC), 0.)
-    bE = bt * Et
-    dbE = tl.dot(tl.trans(Aq), dO, input_precision=PREC) + tl.dot(glast * Z, Gm, input_precision=PREC)
-    dV = tl.dot(tl.trans(Wm), dbE, input_precision=PREC)
-    tl.store(dv_ptr + tki * M + cv, dV, mask=vr & mv)
-    tl.atomic_add(dbeta_ptr + tki * G + i_g, tl.reduce(Et * dbE, 1, _sum, keep_dims=True), mask=vr)
-    LE = Vt - tl.dot(Kt, Ms, input_precision=PREC)
-    tl.atomic_add(dn_ptr + cb + ri * C + ci,
-                  tl.where(ri > ci, tl.dot(bt * dbE, tl.trans(LE), input_precision=PREC), 0.))
-    tl.atomic_add(daq_ptr + cb + ri * C + ci, tl.where(ri >= ci, tl.dot(dO, tl.trans(bE), input_precision=PREC), 0.))
-    tl.atomic_add(dut_ptr + ((i_bhg * NT + n) * C + ri) * D + rc, tl.dot(bE, tl.trans(Gm), input_precision=PREC),
-                  mask=mc)
-    tl.atomic_add(dgc_ptr + (i_bh * NT + n) * D + rr, tl.reduce(Gm * Ms, 1, _sum, keep_dims=True), mask=mr)
-    tl.atomic_add(dqg_ptr + tki * D + rc, tl.dot(dO, tl.trans(Ms), input_precision=PREC), mask=vr & mc)
-    tl.atomic_add(dkg_ptr + tki * D + rc, -tl.dot(dV, tl.trans(Ms), input_precision=PREC), mask=vr & mc)
+    Kt, Qt, Z, glast = _kqz(q_ptr, k_ptr, a_ptr, u_ptr, tki, vr, i_g, rc, mc, ri, G, D, BD, C, HAS_ALPHA)
+    _mean_chunk(v_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, dv_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
+                dgc_ptr, dqg_ptr, dkg_ptr, Gm, Kt, Qt, Z, glast, n, i_bhg, i_bh, i_g, tki, vr, cb, cv, mv,
+                rr, rc, mr, mc, ri, ci, NT, G, D, M, C, PREC)
 
 
 @triton.jit(do_not_specialize=["T", "NT"])
@@ -529,15 +461,8 @@ def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr
     pid_ = tl.program_id(0).to(tl.int64)
     n = pid_ % NT
     pid = pid_ // NT
-    i_bh = pid // G
-    i_b = i_bh // H
-    i_h = i_bh % H
-    rd = tl.arange(0, BD)
-    rr = rd[:, None]
-    rc = rd[None, :]
-    mr = rr < D
-    mc = rc < D
-    tok = i_b * T * H + i_h
+    i_g, i_bh, tok = _head_group(pid, T, H, G)
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     hp = hs_ptr + (pid * NT + n) * D * D + rr * D + rc
     if OUT:
         Hc = tl.load(hp, mask=mr & mc, other=0.)
@@ -560,33 +485,19 @@ def chunk_bwd_hstate_kernel(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, dp0_ptr
 
     reading ``S_n`` from ``hs`` and leaving the chunk-end adjoint ``H_n`` in its place."""
     pid = tl.program_id(0).to(tl.int64)
-    i_g = pid % G
-    i_bh = pid // G
-    i_b = i_bh // H
-    i_h = i_bh % H
-    rd = tl.arange(0, BD)
-    rr = rd[:, None]
-    rc = rd[None, :]
-    mr = rr < D
-    mc = rc < D
-    ri = tl.arange(0, C)[:, None]
-    ci = tl.arange(0, C)[None, :]
+    i_g, i_bh, tok = _head_group(pid, T, H, G)
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     Hc = tl.load(dpT_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
-    tok = i_b * T * H + i_h
     for j in range(NT):
         n = NT - 1 - j
         hp = hs_ptr + (pid * NT + n) * D * D + rr * D + rc
         S = tl.load(hp, mask=mr & mc, other=0.)
         tl.store(hp, Hc, mask=mr & mc)
-        tr = n * C + ri
-        vr = tr < T
-        tki = tok + tr * H
+        vr, tki = _rows(ri, n, tok, T, H, C)
         Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
         Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
         if HAS_ALPHA:
-            At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
-            gam = tl.associative_scan(At, 0, _mul)
-            glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)
+            gam, glast = _gamma(a_ptr, tki, vr, rc, mc, ri, D, C)
             Uc = (glast / gam) * Ut
             Kt = gam * Kt
         else:
