@@ -164,7 +164,7 @@ def time_passes(torch, shape, device, C, cfg, only=None):
     """Each chunked pass alone (launched on pre-allocated buffers); ``only``: "cov" or "mean" (one
     pass, its median in ms)."""
     from assocmem.gpu.bench import _inputs
-    from assocmem.gpu.chunk import _chunk_forward, _cov_kernel, chunk_kernels
+    from assocmem.gpu.chunk import _chunk_forward, _cov_kernel, _mm_variant, chunk_kernels
 
     K = chunk_kernels(device.type != "cuda")
     B, T, H, D, m = shape
@@ -182,7 +182,7 @@ def time_passes(torch, shape, device, C, cfg, only=None):
 
 
     kern, warps = _cov_kernel(K, cfg, x["alpha"], C)
-    extra = {"UNROLL": bool(cfg.get("unroll", False))} if kern is K.chunk_cov_fwd_mm_kernel else {}
+    extra = _mm_variant(cfg) if kern is K.chunk_cov_fwd_mm_kernel else {}
 
     def cov():
         kern[(B * H,)](x["q"], x["k"], x["alpha"], x["l2"], r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
@@ -830,6 +830,106 @@ def bwd(shapes, out, sizes=(16, 32, 64)):
     return result
 
 
+ANATOMY = {  # covariance-pass variants of the quotient kernel (C = 16): name -> config
+    "base": {},
+    "no_ldl": {"cov_ldl": False},                       # diagnostic: the row loop's share of the pass
+    "prefetch": {"cov_prefetch": True},
+    "sqrt_sym": {"cov_sqrt_sym": True},
+    "prefetch_sqrt": {"cov_prefetch": True, "cov_sqrt_sym": True},
+    "prefetch_sqrt_no_ldl": {"cov_prefetch": True, "cov_sqrt_sym": True, "cov_ldl": False},
+    "prefetch_sqrt_tf32x3": {"cov_prefetch": True, "cov_sqrt_sym": True, "cov_precision": "tf32x3"},
+    "prefetch_sqrt_tf32x3_no_ldl": {"cov_prefetch": True, "cov_sqrt_sym": True, "cov_precision": "tf32x3",
+                                    "cov_ldl": False},
+    "prefetch_sqrt_w2": {"cov_prefetch": True, "cov_sqrt_sym": True, "cov_warps": 2},
+    "prefetch_sqrt_w8": {"cov_prefetch": True, "cov_sqrt_sym": True, "cov_warps": 8},
+}
+
+
+def anatomy(shapes, out, C=16):
+    """Where the quotient covariance pass spends its time, and whether prefetching the next chunk's
+    inputs or the √β-symmetric update help: the pass alone (median ms) for each :data:`ANATOMY`
+    variant, ``no_ldl`` (wrong results, timing only) without the row loop; then the forward of the
+    variants that are exact, checked against float64 (NaN-poisoned)."""
+    from assocmem.gpu.chunk import default_chunk_config
+
+    torch, device, cuda, shapes, result = _session(shapes, "anatomy", C=C)
+    for name in shapes:
+        B, T, H, D, m = shape = SHAPES[name]
+        e = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape))})
+        base = dict(default_chunk_config(D, m, 1, C, B * H), cov_kernel="matmul")
+        for vname, v in ANATOMY.items():
+            _guard(e, f"cov_{vname}", lambda: time_passes(torch, shape, device, C, dict(base, **v), only="cov"))
+            if out:
+                _bench_write(result, out)
+        for vname in ("prefetch_sqrt", "prefetch_sqrt_tf32x3"):
+            cfg = dict(base, **ANATOMY[vname])
+            _guard(e, f"check_{vname}", lambda: check(torch, shape, device, sizes=(C,), config=cfg))
+        if out:
+            _bench_write(result, out)
+    return result
+
+
+def final(shapes, out, C=16, config=None):
+    """The issue's side-by-side table in one run: for each shape, ``chunk_bl`` with its defaults (plus
+    ``config``) — forward checked against float64 and gradients against float64 autograd (both
+    NaN-poisoned), forward and forward+backward times, peak memory of forward+backward, GPU time per
+    kernel — next to fla's ``chunk_gated_delta_rule`` forward and ``chunk_delta_rule``
+    forward+backward (bf16, same process), the ratios, and the achieved FLOP rate and bandwidth
+    (:func:`cost_model_mm`, :func:`cost_model_bwd`) against the H200 ceilings."""
+    from assocmem.gpu import chunk_bl
+    from assocmem.gpu.bench import _inputs, _time_fla
+
+    torch, device, cuda, shapes, result = _session(shapes, "final", C=C, config=config or {})
+    cfg = dict(config or {})
+    for name in shapes:
+        B, T, H, D, m = shape = SHAPES[name]
+        e = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape))})
+        _guard(e, "check_fwd", lambda: check(torch, shape, device, sizes=(C,), config=cfg or None))
+        _guard(e, "check_grads", lambda: check_grads(torch, shape, device, C=C))
+        x = _inputs(torch, shape, device, 2)
+        leaves = {n: t.clone().requires_grad_(True) for n, t in x.items()}
+        do = torch.randn(B, T, H, m, device=device)
+
+        def fb():
+            o, _ = chunk_bl(**leaves, chunk_size=C, validate=False, config=cfg or None)
+            o.backward(do)
+
+        _guard(e, "fwd_ms", lambda: _bench(torch, lambda: chunk_bl(**x, chunk_size=C, validate=False,
+                                                                   config=cfg or None), device))
+        _guard(e, "fwdbwd_ms", lambda: _bench(torch, fb, device))
+        if cuda:
+            def peak():
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                base = torch.cuda.memory_allocated()
+                fb()
+                torch.cuda.synchronize()
+                return (torch.cuda.max_memory_allocated() - base) / 2**20
+            _guard(e, "fwdbwd_peak_MB", peak)
+            _guard(e, "fla", lambda: _time_fla(torch, shape, device))
+            fla = e["fla"] if isinstance(e.get("fla"), dict) else {}
+            for mine, ref in (("fwd_ms", "fla_chunk_gdn_fwd"), ("fwdbwd_ms", "fla_chunk_delta_fwdbwd")):
+                if isinstance(e.get(mine), float) and isinstance(fla.get(ref), float):
+                    e[f"ratio_{mine}_to_{ref}"] = e[mine] / fla[ref]
+            if out:
+                _bench_write(result, out)
+            _guard(e, "kernel_times_fwdbwd", lambda: kernel_times(torch, fb))
+        rates = {}
+        for key, cm in (("fwd", cost_model_mm(shape, C)), ("bwd", cost_model_bwd(shape, C))):
+            tf, tb = e.get("fwd_ms"), e.get("fwdbwd_ms")
+            if not (isinstance(tf, float) and isinstance(tb, float)):
+                continue
+            t = (tf if key == "fwd" else tb - tf) * 1e-3
+            rates[key] = dict(cm, ms=t * 1e3, achieved_TFLOPs=cm["flops"] / t / 1e12,
+                              achieved_TBps=cm["bytes"] / t / 1e12,
+                              fraction_fp32_peak=cm["flops"] / t / 1e12 / H200["fp32_tflops"],
+                              fraction_hbm=cm["bytes"] / t / 1e12 / H200["hbm_TBps"])
+        e["model"] = rates
+        if out:
+            _bench_write(result, out)
+    return result
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", default="S1,S2,S3")
@@ -842,7 +942,19 @@ def main(argv=None) -> int:
     p.add_argument("--bwd", action="store_true", help="the chunked backward against the recurrent one (see bwd())")
     p.add_argument("--sizes", default="16,32,64", help="chunk sizes of --bwd (the first gets the variants)")
     p.add_argument("--budget-s", type=float, default=400.0)
+    p.add_argument("--anatomy", action="store_true", help="covariance-pass variants (see anatomy())")
+    p.add_argument("--final", action="store_true", help="the side-by-side table (see final())")
+    p.add_argument("--config", default=None, help="--final: JSON of chunk_bl config overrides")
     a = p.parse_args(argv)
+    shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
+    if a.anatomy:
+        anatomy(shapes, a.out)
+        return 0
+    if a.final:
+        import json
+
+        final(shapes, a.out, config=json.loads(a.config) if a.config else None)
+        return 0
     if a.bwd:
         bwd([s.strip() for s in a.shapes.split(",") if s.strip()], a.out,
             tuple(int(c) for c in a.sizes.split(",") if c.strip()))

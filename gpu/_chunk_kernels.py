@@ -255,12 +255,32 @@ def _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci):
     return tl.where(ci == t, new, LiT), tl.where(ci == t, 1.0 / d, betr)
 
 
+@triton.jit
+def _mm_chunk_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, tok, n, T, ri, rc, mc, i_g,
+                     H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
+                     C: tl.constexpr, HAS_ALPHA: tl.constexpr):
+    """The per-token inputs of chunk ``n`` as ``[C, BD]`` / ``[C, 1]`` tiles (padding past ``T``)."""
+    tr = n * C + ri
+    vr = tr < T
+    tki = tok + tr * H
+    Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+    Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+    L2t = tl.load(l2_ptr + tki, mask=vr, other=0.).to(tl.float32)
+    R2t = tl.load(r2_ptr + tki * G + i_g, mask=vr, other=1.).to(tl.float32)
+    if HAS_ALPHA:
+        At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
+    else:
+        At = tl.full((C, BD), 1.0, tl.float32)
+    return Kt, Qt, L2t, R2t, At
+
+
 @triton.jit(do_not_specialize=["T", "NT"])
 def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
                             u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                             C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
-                            UNROLL: tl.constexpr = False):
+                            UNROLL: tl.constexpr = False, PREFETCH: tl.constexpr = False,
+                            SQRT_SYM: tl.constexpr = False, LDL: tl.constexpr = True):
     """The covariance pass with every ``C×D`` product hoisted out of the row loop.
 
     Decay ratios as quotients of cumulative decays *relative to the chunk*:
@@ -277,6 +297,14 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
     (:func:`.chunk._decays_safe`) checks the cumulative decays and otherwise
     runs :func:`chunk_cov_fwd_kernel` (products only).  Same inputs and outputs
     as that kernel.
+
+    Variants (constexpr; the H200 anatomy run, ``bench_chunk.py --anatomy``, measures them):
+    ``PREFETCH`` loads chunk ``n + 1``'s inputs before chunk ``n``'s arithmetic, so their
+    global-memory latency is not on the chain; ``SQRT_SYM`` writes the update as
+    ``P − (Z ⊙ √β)ᵀ (Z ⊙ √β)``, symmetric by construction (the same two factors in each
+    product of the dot), instead of symmetrising ``P`` with a transpose every chunk (a
+    ``D×D`` shared-memory round trip); ``LDL=False`` is a *diagnostic only* (wrong results):
+    it replaces the row loop by ``L⁻¹ = I`` to time everything else.
     """
     pid = tl.program_id(0).to(tl.int64)
     i_g = pid % G
@@ -294,20 +322,26 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
     low = ri > ci
     P = tl.load(p0_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
     tok = i_b * T * H + i_h
+    if PREFETCH:
+        Kn, Qn, L2n, R2n, An = _mm_chunk_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, tok, 0, T, ri, rc,
+                                                mc, i_g, H, G, D, BD, C, HAS_ALPHA)
     for n in range(NT):
         tr = n * C + ri
         vr = tr < T
         tki = tok + tr * H
-        Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)     # [C, BD]
-        L2t = tl.load(l2_ptr + tki, mask=vr, other=0.).to(tl.float32)                 # [C, 1]
-        R2t = tl.load(r2_ptr + tki * G + i_g, mask=vr, other=1.).to(tl.float32)       # [C, 1]
+        if PREFETCH:
+            Kt, Qt, L2t, R2t, At = Kn, Qn, L2n, R2n, An
+            Kn, Qn, L2n, R2n, An = _mm_chunk_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, tok, n + 1, T, ri,
+                                                    rc, mc, i_g, H, G, D, BD, C, HAS_ALPHA)
+        else:
+            Kt, Qt, L2t, R2t, At = _mm_chunk_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, tok, n, T, ri, rc,
+                                                    mc, i_g, H, G, D, BD, C, HAS_ALPHA)
         if HAS_ALPHA:
-            At = tl.load(a_ptr + tki * D + rc, mask=vr & mc, other=1.).to(tl.float32)
             gam, cc = tl.associative_scan((At, tl.where(mc, L2t, 0.)), 0, _decay_noise)
             Kg = gam * Kt
             Og = tl.dot(Kg, P, input_precision=PREC) + (cc / gam) * Kt                 # Ω̃ (P symmetric)
         else:
-            gam = tl.full((C, BD), 1.0, tl.float32)
+            gam = At
             cc = tl.associative_scan(tl.where(mc, L2t, 0.), 0, _sum)
             Kg = Kt
             Og = tl.dot(Kt, P, input_precision=PREC) + cc * Kt
@@ -317,18 +351,21 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
         # transposed factor so that one reduction per row crosses warps (see _ldl_row_t)
         Sy = tl.where(ri >= ci, Sy, tl.trans(Sy))                                          # symmetric
         dg = tl.reduce(tl.where(eye_c, Sy, 0.), 0, _sum, keep_dims=True)                  # Σ_y[t, t], [1, C]
-        LiT = tl.full((C, C), 0., tl.float32)                  # LiT[i, j] = L⁻¹[j, i]
-        betr = tl.full((1, C), 0., tl.float32)                 # β_j along the columns
-        if UNROLL:
-            for t in tl.static_range(C):
-                LiT, betr = _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci)
-        else:
-            for t in range(C):
-                LiT, betr = _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci)
+        if LDL:
+            LiT = tl.full((C, C), 0., tl.float32)              # LiT[i, j] = L⁻¹[j, i]
+            betr = tl.full((1, C), 0., tl.float32)             # β_j along the columns
+            if UNROLL:
+                for t in tl.static_range(C):
+                    LiT, betr = _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci)
+            else:
+                for t in range(C):
+                    LiT, betr = _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci)
+        else:                                                  # diagnostic: no factorisation
+            LiT = tl.where(eye_c, 1., 0.)
+            betr = 1.0 / dg
         Li = tl.trans(LiT)
         bet = tl.trans(betr)
         Z = tl.dot(Li, Og, input_precision=PREC)                                          # [C, BD]
-        Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
         Aq = tl.dot(gam * Qt, tl.trans(Z), input_precision=PREC)
         Aq = tl.where(low | eye_c, Aq, 0.)
         cb = (pid * NT + n) * C * C
@@ -339,9 +376,16 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
         glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)      # [1, BD]
         clast = tl.reduce(tl.where(ri == C - 1, cc, 0.), 0, _sum, keep_dims=True)
         tl.store(ut_ptr + ((pid * NT + n) * C + ri) * D + rc, glast * Z, mask=mc)
-        P = P - tl.dot(tl.trans(Z * bet), Z, input_precision=PREC)
-        P = P * (tl.trans(glast) * glast) + tl.where((rr == rc) & mr, clast, 0.)
-        P = 0.5 * (P + tl.trans(P))
+        if SQRT_SYM:
+            Zs = Z * tl.sqrt(bet)
+            P = P - tl.dot(tl.trans(Zs), Zs, input_precision=PREC)
+            P = P * (tl.trans(glast) * glast) + tl.where((rr == rc) & mr, clast, 0.)
+        else:
+            P = P - tl.dot(tl.trans(Z * bet), Z, input_precision=PREC)
+            P = P * (tl.trans(glast) * glast) + tl.where((rr == rc) & mr, clast, 0.)
+            P = 0.5 * (P + tl.trans(P))
+    if SQRT_SYM:
+        P = 0.5 * (P + tl.trans(P))                            # exact symmetry of the returned state
     tl.store(pT_ptr + pid * D * D + rr * D + rc, P, mask=mr & mc)
 
 

@@ -238,6 +238,14 @@ def _cov_kernel(K, cfg, a, C):
     return (K.chunk_cov_fwd_mm_kernel if kind == "matmul" else K.chunk_cov_fwd_kernel), warps
 
 
+def _mm_variant(cfg) -> dict:
+    """The quotient kernel's constexpr variants from the config (see
+    :func:`._chunk_kernels.chunk_cov_fwd_mm_kernel`): ``unroll``, ``cov_prefetch``,
+    ``cov_sqrt_sym`` and the timing-only ``cov_ldl`` (``False`` gives wrong results)."""
+    return {"UNROLL": bool(cfg.get("unroll", False)), "PREFETCH": bool(cfg.get("cov_prefetch", False)),
+            "SQRT_SYM": bool(cfg.get("cov_sqrt_sym", False)), "LDL": bool(cfg.get("cov_ldl", True))}
+
+
 def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e, keep_w=False):
     """Launch the chunked passes.  ``M0 [B, H, D, m]``, ``P0 [B, H, G, D, D]`` (fp32, contiguous).
 
@@ -260,7 +268,7 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e, keep_w=False):
     Ut = _empty((B, H, G, NT, C, D), f32, dev)
     PT = _empty((B, H, G, D, D), f32, dev)
     kern, warps = _cov_kernel(K, cfg, a, C)
-    extra = {"UNROLL": bool(cfg.get("unroll", False))} if kern is K.chunk_cov_fwd_mm_kernel else {}
+    extra = _mm_variant(cfg) if kern is K.chunk_cov_fwd_mm_kernel else {}
     kern[(B * H * G,)](
         q, k, a if a is not None else dummy, l2, r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
         H=H, G=G, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=a is not None, PREC=cfg.get("cov_precision", "ieee"),
