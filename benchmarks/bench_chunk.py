@@ -81,7 +81,7 @@ def check(torch, shape, device, sizes=(16, 32, 64), seed=0, strong=False, G=1, c
     return out
 
 
-def check_grads(torch, shape, device, C=64, Tg=256, seed=1):
+def check_grads(torch, shape, device, C=64, Tg=256, seed=1, config=None):
     from assocmem.gpu import fused_recurrent as fr
     from assocmem.gpu import chunk_bl, naive_bl
     from assocmem.gpu.bench import _inputs
@@ -93,7 +93,8 @@ def check_grads(torch, shape, device, C=64, Tg=256, seed=1):
     grads = []
     fr.POISON = True
     try:
-        for fn, dt, kw in ((naive_bl, torch.float64, {}), (chunk_bl, torch.float32, {"chunk_size": C})):
+        for fn, dt, kw in ((naive_bl, torch.float64, {}),
+                           (chunk_bl, torch.float32, {"chunk_size": C, "config": config})):
             leaves = {n: t.to(dt).clone().requires_grad_(True) for n, t in x.items()}
             out, _ = fn(**leaves, validate=False, **kw)
             (out.double() * wo).sum().backward()
@@ -164,7 +165,7 @@ def time_passes(torch, shape, device, C, cfg, only=None):
     """Each chunked pass alone (launched on pre-allocated buffers); ``only``: "cov" or "mean" (one
     pass, its median in ms)."""
     from assocmem.gpu.bench import _inputs
-    from assocmem.gpu.chunk import _chunk_forward, _cov_kernel, _mm_variant, chunk_kernels
+    from assocmem.gpu.chunk import _chunk_forward, _cov_kernel, _maxnreg, _mm_variant, chunk_kernels
 
     K = chunk_kernels(device.type != "cuda")
     B, T, H, D, m = shape
@@ -187,7 +188,7 @@ def time_passes(torch, shape, device, C, cfg, only=None):
     def cov():
         kern[(B * H,)](x["q"], x["k"], x["alpha"], x["l2"], r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
                        H=H, G=1, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=True, PREC=cfg.get("cov_precision", "ieee"),
-                       num_warps=warps, num_stages=cfg.get("stages", 1), **extra)
+                       num_warps=warps, num_stages=cfg.get("stages", 1), **extra, **_maxnreg(cfg, "cov_maxnreg"))
     cov()
     NVG = -(-m // cfg["BV"])
 
@@ -196,7 +197,7 @@ def time_passes(torch, shape, device, C, cfg, only=None):
             x["q"], x["k"], x["v"], x["alpha"], beta, W, Aq, Ut, M0, o, o, MT, T, NT,
             H=H, G=1, D=D, M=m, MG=m, BD=cfg["BD"], BV=cfg["BV"], NVG=NVG, C=C, HAS_ALPHA=True,
             STORE_E=False, PREC=cfg.get("mean_precision", "ieee"), num_warps=cfg["mean_warps"],
-            num_stages=cfg.get("stages", 1))
+            num_stages=cfg.get("stages", 1), **_maxnreg(cfg, "mean_maxnreg"))
     if only == "cov":
         return _bench(torch, cov, device)
     if only == "mean":
@@ -869,6 +870,61 @@ def anatomy(shapes, out, C=16):
     return result
 
 
+REGS = {  # register caps (launch option maxnreg): (what is timed, config), per key dimension
+    64: {"cov": {"cov_kernel": "matmul"}, "cov_r168": {"cov_kernel": "matmul", "cov_maxnreg": 168},
+         "cov_r255": {"cov_kernel": "matmul", "cov_maxnreg": 255},
+         "cov_w8_r255": {"cov_kernel": "matmul", "cov_maxnreg": 255, "cov_warps": 8},
+         "mean": {}, "mean_r255": {"mean_maxnreg": 255},
+         "fwdbwd": {}, "fwdbwd_r255": {"cov_maxnreg": 255, "bwd_maxnreg": 255},
+         "fwdbwd_w8_r255": {"cov_maxnreg": 255, "bwd_maxnreg": 255, "bwd_warps": 8}},
+    128: {"cov": {}, "cov_r255": {"cov_maxnreg": 255},
+          "cov_mm_w8_r255": {"cov_kernel": "matmul", "cov_maxnreg": 255, "cov_warps": 8},
+          "cov_mm_w8_r255_tf32x3": {"cov_kernel": "matmul", "cov_maxnreg": 255, "cov_warps": 8,
+                                    "cov_precision": "tf32x3"},
+          "mean": {}, "mean_r255": {"mean_maxnreg": 255},
+          "fwdbwd": {}, "fwdbwd_chunked_r255": {"cov_maxnreg": 255, "backward": "chunked", "bwd_maxnreg": 255}},
+}
+
+
+def regs(shapes, out, C=16):
+    """Register caps: ptxas, left alone, gives the 4-warp quotient kernel 72 registers and 2.1 KB of
+    spills (sm_90, triton 3.6); Triton's ``maxnreg`` launch option lifts the cap.  Times the
+    covariance pass, the mean pass and forward+backward under the :data:`REGS` variants, and checks
+    the forward and gradients of the fastest against float64."""
+    from assocmem.gpu import chunk_bl
+    from assocmem.gpu.bench import _inputs
+    from assocmem.gpu.chunk import default_chunk_config
+
+    torch, device, cuda, shapes, result = _session(shapes, "regs", C=C)
+    for name in shapes:
+        B, T, H, D, m = shape = SHAPES[name]
+        e = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape))})
+        base = default_chunk_config(D, m, 1, C, B * H)
+        x = _inputs(torch, shape, device, 2)
+        leaves = {n: t.clone().requires_grad_(True) for n, t in x.items()}
+        do = torch.randn(B, T, H, m, device=device)
+        for vname, v in REGS[64 if D <= 64 else 128].items():
+            cfg = dict(base, **v)
+            if vname.startswith("fwdbwd"):
+                def fb(cfg=cfg):
+                    o, _ = chunk_bl(**leaves, chunk_size=C, validate=False, config=cfg)
+                    o.backward(do)
+                _guard(e, vname, lambda: _bench(torch, fb, device))
+            else:
+                _guard(e, vname, lambda: time_passes(torch, shape, device, C, cfg, only=vname.split("_")[0]))
+            if out:
+                _bench_write(result, out)
+        best = min((k for k in e if k.startswith("fwdbwd") and isinstance(e[k], float)), key=e.get, default=None)
+        if best:
+            cfg = dict(REGS[64 if D <= 64 else 128][best])
+            e["best_fwdbwd"] = best
+            _guard(e, "check_fwd_best", lambda: check(torch, shape, device, sizes=(C,), config=cfg))
+            _guard(e, "check_grads_best", lambda: check_grads(torch, shape, device, C=C, config=cfg))
+        if out:
+            _bench_write(result, out)
+    return result
+
+
 def final(shapes, out, C=16, config=None):
     """The issue's side-by-side table in one run: for each shape, ``chunk_bl`` with its defaults (plus
     ``config``) — forward checked against float64 and gradients against float64 autograd (both
@@ -944,11 +1000,15 @@ def main(argv=None) -> int:
     p.add_argument("--budget-s", type=float, default=400.0)
     p.add_argument("--anatomy", action="store_true", help="covariance-pass variants (see anatomy())")
     p.add_argument("--final", action="store_true", help="the side-by-side table (see final())")
+    p.add_argument("--regs", action="store_true", help="register caps (see regs())")
     p.add_argument("--config", default=None, help="--final: JSON of chunk_bl config overrides")
     a = p.parse_args(argv)
     shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
     if a.anatomy:
         anatomy(shapes, a.out)
+        return 0
+    if a.regs:
+        regs(shapes, a.out)
         return 0
     if a.final:
         import json

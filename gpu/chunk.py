@@ -238,6 +238,19 @@ def _cov_kernel(K, cfg, a, C):
     return (K.chunk_cov_fwd_mm_kernel if kind == "matmul" else K.chunk_cov_fwd_kernel), warps
 
 
+def _maxnreg(cfg, key) -> dict:
+    """``{"maxnreg": N}`` for a kernel launch when ``cfg[key]`` sets a register cap, else ``{}``.
+
+    ptxas left alone gives the 4-warp quotient kernel 72 registers and 2.1 KB of spills
+    (sm_90, triton 3.6); ``maxnreg=255`` lets it keep 255 and spill 1 KB."""
+    n = cfg.get(key)
+    if n is None:
+        return {}
+    if isinstance(n, bool) or not isinstance(n, int) or not 24 <= n <= 255:
+        raise ValueError(f"config[{key!r}] must be an integer register cap in [24, 255] (got {n!r})")
+    return {"maxnreg": n}
+
+
 def _mm_variant(cfg) -> dict:
     """The quotient kernel's constexpr variants from the config (see
     :func:`._chunk_kernels.chunk_cov_fwd_mm_kernel`): ``unroll``, ``cov_prefetch``,
@@ -272,7 +285,7 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e, keep_w=False):
     kern[(B * H * G,)](
         q, k, a if a is not None else dummy, l2, r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
         H=H, G=G, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=a is not None, PREC=cfg.get("cov_precision", "ieee"),
-        num_warps=warps, num_stages=cfg.get("stages", 1), **extra)
+        num_warps=warps, num_stages=cfg.get("stages", 1), **extra, **_maxnreg(cfg, "cov_maxnreg"))
     o = _empty((B, T, H, m), v.dtype, dev)
     e = _empty((B, T, H, m), f32, dev) if need_e else dummy
     MT = _empty((B, H, D, m), f32, dev)
@@ -282,7 +295,7 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e, keep_w=False):
         q, k, v, a if a is not None else dummy, beta, W, Aq, Ut, M0, o, e, MT, T, NT,
         H=H, G=G, D=D, M=m, MG=mg, BD=cfg["BD"], BV=BV, NVG=NVG, C=C,
         HAS_ALPHA=a is not None, STORE_E=need_e, PREC=cfg.get("mean_precision", "ieee"),
-        num_warps=cfg["mean_warps"], num_stages=cfg.get("stages", 1))
+        num_warps=cfg["mean_warps"], num_stages=cfg.get("stages", 1), **_maxnreg(cfg, "mean_maxnreg"))
     if keep_w:                          # the chunked backward reads W = diag(β) L⁻¹
         return o, MT, PT, u, beta, e, W
     return o, MT, PT, u, beta, e
@@ -368,7 +381,8 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     dMT = torch.zeros(B, H, D, m, dtype=f32, device=dev) if dMT is None else dMT.float().contiguous()
     dPT = (torch.zeros(B, H, G, D, D, dtype=f32, device=dev) if dPT is None
            else (0.5 * (dPT.float() + dPT.float().transpose(-1, -2))).contiguous())
-    kw = dict(H=H, G=G, D=D, BD=BD, C=C, HAS_ALPHA=has_a, PREC=prec, num_warps=warps, num_stages=1)
+    kw = dict(H=H, G=G, D=D, BD=BD, C=C, HAS_ALPHA=has_a, PREC=prec, num_warps=warps, num_stages=1,
+              **_maxnreg(cfg, "bwd_maxnreg"))
     vkw = dict(kw, M=m, MG=mg, BV=BV, NVG=NVG)
     # pass 1: chunk-start states
     Ps = _empty((B, H, G, NT, D, D), f32, dev)
