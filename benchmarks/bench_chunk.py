@@ -831,24 +831,22 @@ def bwd(shapes, out, sizes=(16, 32, 64)):
     return result
 
 
-ANATOMY = {  # covariance-pass variants of the quotient kernel (C = 16): name -> config
+ANATOMY = {  # covariance-pass variants of the quotient kernel (C = 16): name -> config.  The run of
+    # benchmarks/h200_chunk_anatomy.json (commit d638421) also had "prefetch" / "sqrt_sym" kernel
+    # variants (next chunk's loads issued early; P − (Z⊙√β)ᵀ(Z⊙√β) without the transpose), since
+    # removed: neither was faster
     "base": {},
     "no_ldl": {"cov_ldl": False},                       # diagnostic: the row loop's share of the pass
-    "prefetch": {"cov_prefetch": True},
-    "sqrt_sym": {"cov_sqrt_sym": True},
-    "prefetch_sqrt": {"cov_prefetch": True, "cov_sqrt_sym": True},
-    "prefetch_sqrt_no_ldl": {"cov_prefetch": True, "cov_sqrt_sym": True, "cov_ldl": False},
-    "prefetch_sqrt_tf32x3": {"cov_prefetch": True, "cov_sqrt_sym": True, "cov_precision": "tf32x3"},
-    "prefetch_sqrt_tf32x3_no_ldl": {"cov_prefetch": True, "cov_sqrt_sym": True, "cov_precision": "tf32x3",
-                                    "cov_ldl": False},
-    "prefetch_sqrt_w2": {"cov_prefetch": True, "cov_sqrt_sym": True, "cov_warps": 2},
-    "prefetch_sqrt_w8": {"cov_prefetch": True, "cov_sqrt_sym": True, "cov_warps": 8},
+    "tf32x3": {"cov_precision": "tf32x3"},
+    "tf32x3_no_ldl": {"cov_precision": "tf32x3", "cov_ldl": False},
+    "w2": {"cov_warps": 2},
+    "w8": {"cov_warps": 8},
 }
 
 
 def anatomy(shapes, out, C=16):
     """Where the quotient covariance pass spends its time, and whether prefetching the next chunk's
-    inputs or the √β-symmetric update help: the pass alone (median ms) for each :data:`ANATOMY`
+    inputs or the √β-symmetric update helped (see :data:`ANATOMY`): the pass alone (median ms) for each :data:`ANATOMY`
     variant, ``no_ldl`` (wrong results, timing only) without the row loop; then the forward of the
     variants that are exact, checked against float64 (NaN-poisoned)."""
     from assocmem.gpu.chunk import default_chunk_config
@@ -862,7 +860,7 @@ def anatomy(shapes, out, C=16):
             _guard(e, f"cov_{vname}", lambda: time_passes(torch, shape, device, C, dict(base, **v), only="cov"))
             if out:
                 _bench_write(result, out)
-        for vname in ("prefetch_sqrt", "prefetch_sqrt_tf32x3"):
+        for vname in ("tf32x3",):
             cfg = dict(base, **ANATOMY[vname])
             _guard(e, f"check_{vname}", lambda: check(torch, shape, device, sizes=(C,), config=cfg))
         if out:

@@ -279,8 +279,7 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
                             u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                             C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
-                            UNROLL: tl.constexpr = False, PREFETCH: tl.constexpr = False,
-                            SQRT_SYM: tl.constexpr = False, LDL: tl.constexpr = True):
+                            UNROLL: tl.constexpr = False, LDL: tl.constexpr = True):
     """The covariance pass with every ``C×D`` product hoisted out of the row loop.
 
     Decay ratios as quotients of cumulative decays *relative to the chunk*:
@@ -298,13 +297,12 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
     runs :func:`chunk_cov_fwd_kernel` (products only).  Same inputs and outputs
     as that kernel.
 
-    Variants (constexpr; the H200 anatomy run, ``bench_chunk.py --anatomy``, measures them):
-    ``PREFETCH`` loads chunk ``n + 1``'s inputs before chunk ``n``'s arithmetic, so their
-    global-memory latency is not on the chain; ``SQRT_SYM`` writes the update as
-    ``P − (Z ⊙ √β)ᵀ (Z ⊙ √β)``, symmetric by construction (the same two factors in each
-    product of the dot), instead of symmetrising ``P`` with a transpose every chunk (a
-    ``D×D`` shared-memory round trip); ``LDL=False`` is a *diagnostic only* (wrong results):
-    it replaces the row loop by ``L⁻¹ = I`` to time everything else.
+    ``LDL=False`` is a *timing diagnostic only* (wrong results): it replaces the row loop by
+    ``L⁻¹ = I``, so that ``bench_chunk.py --anatomy`` can split the pass's time between the row
+    loop and the chunk-level products (H200: 37 % / 63 % at S1, ``benchmarks/h200_chunk_anatomy.json``).
+    Two other variants measured there were slower or no faster and were removed (commit d638421
+    has them): loading chunk ``n + 1``'s inputs before chunk ``n``'s arithmetic (S1 1.87 against
+    1.71 ms) and a ``P − (Z⊙√β)ᵀ(Z⊙√β)`` update, symmetric without the per-chunk transpose (1.74).
     """
     pid = tl.program_id(0).to(tl.int64)
     i_g = pid % G
@@ -322,20 +320,12 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
     low = ri > ci
     P = tl.load(p0_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
     tok = i_b * T * H + i_h
-    if PREFETCH:
-        Kn, Qn, L2n, R2n, An = _mm_chunk_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, tok, 0, T, ri, rc,
-                                                mc, i_g, H, G, D, BD, C, HAS_ALPHA)
     for n in range(NT):
         tr = n * C + ri
         vr = tr < T
         tki = tok + tr * H
-        if PREFETCH:
-            Kt, Qt, L2t, R2t, At = Kn, Qn, L2n, R2n, An
-            Kn, Qn, L2n, R2n, An = _mm_chunk_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, tok, n + 1, T, ri,
-                                                    rc, mc, i_g, H, G, D, BD, C, HAS_ALPHA)
-        else:
-            Kt, Qt, L2t, R2t, At = _mm_chunk_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, tok, n, T, ri, rc,
-                                                    mc, i_g, H, G, D, BD, C, HAS_ALPHA)
+        Kt, Qt, L2t, R2t, At = _mm_chunk_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, tok, n, T, ri, rc,
+                                                mc, i_g, H, G, D, BD, C, HAS_ALPHA)
         if HAS_ALPHA:
             gam, cc = tl.associative_scan((At, tl.where(mc, L2t, 0.)), 0, _decay_noise)
             Kg = gam * Kt
@@ -376,16 +366,9 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
         glast = tl.reduce(tl.where(ri == C - 1, gam, 0.), 0, _sum, keep_dims=True)      # [1, BD]
         clast = tl.reduce(tl.where(ri == C - 1, cc, 0.), 0, _sum, keep_dims=True)
         tl.store(ut_ptr + ((pid * NT + n) * C + ri) * D + rc, glast * Z, mask=mc)
-        if SQRT_SYM:
-            Zs = Z * tl.sqrt(bet)
-            P = P - tl.dot(tl.trans(Zs), Zs, input_precision=PREC)
-            P = P * (tl.trans(glast) * glast) + tl.where((rr == rc) & mr, clast, 0.)
-        else:
-            P = P - tl.dot(tl.trans(Z * bet), Z, input_precision=PREC)
-            P = P * (tl.trans(glast) * glast) + tl.where((rr == rc) & mr, clast, 0.)
-            P = 0.5 * (P + tl.trans(P))
-    if SQRT_SYM:
-        P = 0.5 * (P + tl.trans(P))                            # exact symmetry of the returned state
+        P = P - tl.dot(tl.trans(Z * bet), Z, input_precision=PREC)
+        P = P * (tl.trans(glast) * glast) + tl.where((rr == rc) & mr, clast, 0.)
+        P = 0.5 * (P + tl.trans(P))                         # bitwise symmetric
     tl.store(pT_ptr + pid * D * D + rr * D + rc, P, mask=mr & mc)
 
 

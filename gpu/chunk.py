@@ -253,10 +253,9 @@ def _maxnreg(cfg, key) -> dict:
 
 def _mm_variant(cfg) -> dict:
     """The quotient kernel's constexpr variants from the config (see
-    :func:`._chunk_kernels.chunk_cov_fwd_mm_kernel`): ``unroll``, ``cov_prefetch``,
-    ``cov_sqrt_sym`` and the timing-only ``cov_ldl`` (``False`` gives wrong results)."""
-    return {"UNROLL": bool(cfg.get("unroll", False)), "PREFETCH": bool(cfg.get("cov_prefetch", False)),
-            "SQRT_SYM": bool(cfg.get("cov_sqrt_sym", False)), "LDL": bool(cfg.get("cov_ldl", True))}
+    :func:`._chunk_kernels.chunk_cov_fwd_mm_kernel`): ``unroll`` and the timing-only
+    ``cov_ldl`` (``False`` skips the factorisation: wrong results, for the benchmark)."""
+    return {"UNROLL": bool(cfg.get("unroll", False)), "LDL": bool(cfg.get("cov_ldl", True))}
 
 
 def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e, keep_w=False):
