@@ -923,6 +923,50 @@ def regs(shapes, out, C=16):
     return result
 
 
+def grid(shapes, out, spec, budget_s=500.0):
+    """Time a grid of configurations: ``spec = {"what": [...], "C": [...], "base": {...},
+    "vary": {key: [values]}}`` — every combination of ``C`` and the ``vary`` values (``None``:
+    key left out) on top of ``base``, timed as ``"cov"`` / ``"mean"`` (the pass alone),
+    ``"fwd"`` or ``"fwdbwd"`` (``chunk_bl``).  Entries are keyed ``what|C|k=v,...``; the JSON is
+    written after each; stops starting new entries after ``budget_s`` seconds."""
+    import itertools
+
+    from assocmem.gpu import chunk_bl
+    from assocmem.gpu.bench import _inputs
+    from assocmem.gpu.chunk import default_chunk_config
+
+    torch, device, cuda, shapes, result = _session(shapes, "grid", spec=spec)
+    t_start = time.time()
+    keys = list(spec.get("vary", {}))
+    for name in shapes:
+        B, T, H, D, m = shape = SHAPES[name]
+        e = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape))})
+        x = _inputs(torch, shape, device, 2)
+        leaves = {n: t.clone().requires_grad_(True) for n, t in x.items()}
+        do = torch.randn(B, T, H, m, device=device)
+        for C in spec.get("C", [16]):
+            for vals in itertools.product(*(spec["vary"][k] for k in keys)):
+                v = {k: val for k, val in zip(keys, vals) if val is not None}
+                cfg = dict(default_chunk_config(D, m, 1, C, B * H), **spec.get("base", {}), **v)
+                for what in spec.get("what", ["cov"]):
+                    if time.time() - t_start > budget_s:
+                        return result
+                    tag = f"{what}|C{C}|" + ",".join(f"{k}={val}" for k, val in v.items())
+                    if what in ("cov", "mean"):
+                        _guard(e, tag, lambda: time_passes(torch, shape, device, C, cfg, only=what))
+                    elif what == "fwd":
+                        _guard(e, tag, lambda: _bench(torch, lambda: chunk_bl(
+                            **x, chunk_size=C, validate=False, config=cfg), device))
+                    else:
+                        def fb():
+                            o, _ = chunk_bl(**leaves, chunk_size=C, validate=False, config=cfg)
+                            o.backward(do)
+                        _guard(e, tag, lambda: _bench(torch, fb, device))
+                    if out:
+                        _bench_write(result, out)
+    return result
+
+
 def final(shapes, out, C=16, config=None):
     """The issue's side-by-side table in one run: for each shape, ``chunk_bl`` with its defaults (plus
     ``config``) — forward checked against float64 and gradients against float64 autograd (both
@@ -999,6 +1043,7 @@ def main(argv=None) -> int:
     p.add_argument("--anatomy", action="store_true", help="covariance-pass variants (see anatomy())")
     p.add_argument("--final", action="store_true", help="the side-by-side table (see final())")
     p.add_argument("--regs", action="store_true", help="register caps (see regs())")
+    p.add_argument("--grid", default=None, help="JSON spec of a configuration grid (see grid())")
     p.add_argument("--config", default=None, help="--final: JSON of chunk_bl config overrides")
     a = p.parse_args(argv)
     shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
@@ -1007,6 +1052,11 @@ def main(argv=None) -> int:
         return 0
     if a.regs:
         regs(shapes, a.out)
+        return 0
+    if a.grid:
+        import json
+
+        grid(shapes, a.out, json.loads(a.grid), a.budget_s)
         return 0
     if a.final:
         import json
