@@ -186,7 +186,7 @@ def time_passes(torch, shape, device, C, cfg, only=None):
     extra = _mm_variant(cfg) if kern is K.chunk_cov_fwd_mm_kernel else {}
 
     def cov():
-        kern[(B * H,)](x["q"], x["k"], x["alpha"], x["l2"], r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
+        kern[(B * H,)](x["q"], x["k"], x["alpha"], x["l2"], r2, P0, u, beta, W, Aq, Ut, PT, T, NT, 0, NT,
                        H=H, G=1, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=True, PREC=cfg.get("cov_precision", "ieee"),
                        num_warps=warps, num_stages=cfg.get("stages", 1), **extra, **_maxnreg(cfg, "cov_maxnreg"))
     cov()
@@ -194,7 +194,7 @@ def time_passes(torch, shape, device, C, cfg, only=None):
 
     def mean():
         K.chunk_mean_fwd_kernel[(B * H * NVG,)](
-            x["q"], x["k"], x["v"], x["alpha"], beta, W, Aq, Ut, M0, o, o, MT, T, NT,
+            x["q"], x["k"], x["v"], x["alpha"], beta, W, Aq, Ut, M0, o, o, MT, T, NT, 0, NT,
             H=H, G=1, D=D, M=m, MG=m, BD=cfg["BD"], BV=cfg["BV"], NVG=NVG, C=C, HAS_ALPHA=True,
             STORE_E=False, PREC=cfg.get("mean_precision", "ieee"), num_warps=cfg["mean_warps"],
             num_stages=cfg.get("stages", 1), **_maxnreg(cfg, "mean_maxnreg"))

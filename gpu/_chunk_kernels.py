@@ -44,6 +44,12 @@ form: ratios ``γ_τ/γ_i``, five matmuls a chunk, only ``C×C`` work left in th
 loop), has the same inputs and outputs; ``chunk._cov_kernel`` picks it where
 :func:`_abs_log_decay_sum` finds the decays safe and it was faster on the H200.
 
+Chunk range: each kernel walks chunks ``N0 … N1−1`` of the sequence (global chunk indices,
+so tokens and per-chunk outputs are where a one-launch pass would put them), starting from the
+state at ``p0_ptr`` / ``m0_ptr`` and leaving the state after chunk ``N1−1`` at ``pT_ptr`` /
+``mT_ptr``: :func:`.chunk._chunk_forward` runs the sequence as a few such segments so that the
+mean pass of one segment overlaps the covariance pass of the next.
+
 Padding: tokens past ``T`` load ``k = q = v = 0``, ``α = 1``, ``ℓ² = 0``,
 ``r² = 1`` (they do not touch the state); key dimensions past ``D`` load 0
 (and ``ℓ²`` is masked there), so the padded block of ``P`` stays 0.
@@ -84,9 +90,9 @@ def _decay_noise(g1, c1, g2, c2):
     return g1 * g2, c1 * (g2 * g2) + c2
 
 
-@triton.jit(do_not_specialize=["T", "NT"])
+@triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
 def chunk_cov_fwd_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
-                         u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT,
+                         u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT, N0, N1,
                          H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                          C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
     pid = tl.program_id(0).to(tl.int64)
@@ -104,7 +110,7 @@ def chunk_cov_fwd_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
     z11 = tl.arange(0, 1)[None, :]
     P = tl.load(p0_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
     tok = i_b * T * H + i_h                # token (b, 0, h); token t is tok + t*H
-    for n in range(NT):
+    for n in range(N0, N1):
         t0 = n * C
         tr = t0 + ri                                        # [C, 1] token indices
         vr = tr < T
@@ -163,9 +169,9 @@ def chunk_cov_fwd_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
     tl.store(pT_ptr + pid * D * D + rr * D + rc, P, mask=mr & mc)
 
 
-@triton.jit(do_not_specialize=["T", "NT"])
+@triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
 def chunk_mean_fwd_kernel(q_ptr, k_ptr, v_ptr, a_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, m0_ptr,
-                          o_ptr, e_ptr, mT_ptr, T, NT,
+                          o_ptr, e_ptr, mT_ptr, T, NT, N0, N1,
                           H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
                           MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NVG: tl.constexpr,
                           C: tl.constexpr, HAS_ALPHA: tl.constexpr, STORE_E: tl.constexpr,
@@ -189,7 +195,7 @@ def chunk_mean_fwd_kernel(q_ptr, k_ptr, v_ptr, a_ptr, beta_ptr, w_ptr, aq_ptr, u
     mv = jv < MG
     S = tl.load(m0_ptr + i_bh * D * M + rr * M + cv, mask=mr & mv, other=0.).to(tl.float32)   # [BD, BV]
     tok = i_b * T * H + i_h
-    for n in range(NT):
+    for n in range(N0, N1):
         tr = n * C + ri
         vr = tr < T
         tki = tok + tr * H
@@ -274,9 +280,9 @@ def _mm_chunk_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, tok, n, T, ri, rc, mc,
     return Kt, Qt, L2t, R2t, At
 
 
-@triton.jit(do_not_specialize=["T", "NT"])
+@triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
 def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
-                            u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT,
+                            u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT, N0, N1,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                             C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
                             UNROLL: tl.constexpr = False, LDL: tl.constexpr = True):
@@ -320,7 +326,7 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
     low = ri > ci
     P = tl.load(p0_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
     tok = i_b * T * H + i_h
-    for n in range(NT):
+    for n in range(N0, N1):
         tr = n * C + ri
         vr = tr < T
         tki = tok + tr * H

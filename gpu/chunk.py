@@ -258,10 +258,46 @@ def _mm_variant(cfg) -> dict:
     return {"UNROLL": bool(cfg.get("unroll", False)), "LDL": bool(cfg.get("cov_ldl", True))}
 
 
+def _segments(cfg, NT: int, cuda: bool) -> list[tuple[int, int]]:
+    """Chunk ranges ``[(n0, n1), …]`` that :func:`_chunk_forward` launches one after the other.
+
+    ``cfg["segments"]``: an integer ``S ≥ 1`` or ``"auto"`` (default): on a GPU, ``S = 8`` when
+    there are at least 8 chunks a segment (fewer segments otherwise, 1 below 16 chunks), so that
+    the mean pass of segment ``s`` runs on a second stream while the covariance pass of segment
+    ``s + 1`` runs (the covariance pass is one latency-bound program per (batch, head, group) and
+    leaves most of each SM's issue slots, or whole SMs, idle); 1 on a CPU.  Ranges are as even as
+    chunks allow and never empty."""
+    S = cfg.get("segments", "auto")
+    if S == "auto":
+        S = max(1, min(8, NT // 8)) if cuda and NT >= 16 else 1
+    elif isinstance(S, bool) or not isinstance(S, int) or S < 1:
+        raise ValueError(f"config['segments'] must be 'auto' or an integer >= 1 (got {S!r})")
+    S = min(S, NT)
+    cuts = [NT * i // S for i in range(S + 1)]
+    return [(cuts[i], cuts[i + 1]) for i in range(S)]
+
+
+_SIDE_STREAMS: dict = {}
+
+
+def _side_stream(dev):
+    """One side stream per CUDA device, for the mean passes of :func:`_chunk_forward`."""
+    key = dev.index if dev.index is not None else torch.cuda.current_device()
+    if key not in _SIDE_STREAMS:
+        _SIDE_STREAMS[key] = torch.cuda.Stream(device=key)
+    return _SIDE_STREAMS[key]
+
+
 def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e, keep_w=False):
     """Launch the chunked passes.  ``M0 [B, H, D, m]``, ``P0 [B, H, G, D, D]`` (fp32, contiguous).
 
     Returns ``o, M_T [B, H, D, m], P_T [B, H, G, D, D], u [B, T, H, G, D], β [B, T, H, G], e``.
+
+    The sequence runs as the segments of :func:`_segments`: covariance pass of segment ``s`` on
+    the current stream, then its mean pass on a side stream (after an event), so that it overlaps
+    the covariance pass of segment ``s + 1``; the states between segments go through small
+    ``[B, H, G, D, D]`` / ``[B, H, D, m]`` buffers, and the current stream waits for the side
+    stream before returning (so every buffer is safe to free or reuse in stream order).
     """
     from .fused_recurrent import _empty
 
@@ -273,28 +309,45 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e, keep_w=False):
     f32 = torch.float32
     NT = -(-T // C)
     dummy = torch.zeros(1, dtype=f32, device=dev)
+    ap = a if a is not None else dummy
     u = _empty((B, T, H, G, D), f32, dev)
     beta = _empty((B, T, H, G), f32, dev)
     W = _empty((B, H, G, NT, C, C), f32, dev)
     Aq = _empty((B, H, G, NT, C, C), f32, dev)
     Ut = _empty((B, H, G, NT, C, D), f32, dev)
     PT = _empty((B, H, G, D, D), f32, dev)
-    kern, warps = _cov_kernel(K, cfg, a, C)
-    extra = _mm_variant(cfg) if kern is K.chunk_cov_fwd_mm_kernel else {}
-    kern[(B * H * G,)](
-        q, k, a if a is not None else dummy, l2, r2, P0, u, beta, W, Aq, Ut, PT, T, NT,
-        H=H, G=G, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=a is not None, PREC=cfg.get("cov_precision", "ieee"),
-        num_warps=warps, num_stages=cfg.get("stages", 1), **extra, **_maxnreg(cfg, "cov_maxnreg"))
     o = _empty((B, T, H, m), v.dtype, dev)
     e = _empty((B, T, H, m), f32, dev) if need_e else dummy
     MT = _empty((B, H, D, m), f32, dev)
+    kern, warps = _cov_kernel(K, cfg, a, C)
+    cov_kw = dict(H=H, G=G, D=D, BD=cfg["BD"], C=C, HAS_ALPHA=a is not None,
+                  PREC=cfg.get("cov_precision", "ieee"), num_warps=warps, num_stages=cfg.get("stages", 1),
+                  **(_mm_variant(cfg) if kern is K.chunk_cov_fwd_mm_kernel else {}), **_maxnreg(cfg, "cov_maxnreg"))
     BV = cfg["BV"]
     NVG = -(-mg // BV)
-    K.chunk_mean_fwd_kernel[(B * H * G * NVG,)](
-        q, k, v, a if a is not None else dummy, beta, W, Aq, Ut, M0, o, e, MT, T, NT,
-        H=H, G=G, D=D, M=m, MG=mg, BD=cfg["BD"], BV=BV, NVG=NVG, C=C,
-        HAS_ALPHA=a is not None, STORE_E=need_e, PREC=cfg.get("mean_precision", "ieee"),
-        num_warps=cfg["mean_warps"], num_stages=cfg.get("stages", 1), **_maxnreg(cfg, "mean_maxnreg"))
+    mean_kw = dict(H=H, G=G, D=D, M=m, MG=mg, BD=cfg["BD"], BV=BV, NVG=NVG, C=C, HAS_ALPHA=a is not None,
+                   STORE_E=need_e, PREC=cfg.get("mean_precision", "ieee"), num_warps=cfg["mean_warps"],
+                   num_stages=cfg.get("stages", 1), **_maxnreg(cfg, "mean_maxnreg"))
+    segs = _segments(cfg, NT, dev.type == "cuda")
+    S = len(segs)
+    Ps = [P0] + [torch.empty_like(PT) for _ in range(S - 1)] + [PT]     # state before segment s: Ps[s]
+    Ms = [M0] + [torch.empty_like(MT) for _ in range(S - 1)] + [MT]
+    overlap = dev.type == "cuda" and S > 1
+    if overlap:
+        main, side = torch.cuda.current_stream(dev), _side_stream(dev)
+        side.wait_stream(main)                      # the inputs and buffers above are ready
+    for s, (n0, n1) in enumerate(segs):
+        kern[(B * H * G,)](q, k, ap, l2, r2, Ps[s], u, beta, W, Aq, Ut, Ps[s + 1], T, NT, n0, n1, **cov_kw)
+        if overlap:
+            side.wait_stream(main)
+            with torch.cuda.stream(side):
+                K.chunk_mean_fwd_kernel[(B * H * G * NVG,)](q, k, v, ap, beta, W, Aq, Ut, Ms[s], o, e, Ms[s + 1],
+                                                            T, NT, n0, n1, **mean_kw)
+        else:
+            K.chunk_mean_fwd_kernel[(B * H * G * NVG,)](q, k, v, ap, beta, W, Aq, Ut, Ms[s], o, e, Ms[s + 1],
+                                                        T, NT, n0, n1, **mean_kw)
+    if overlap:
+        main.wait_stream(side)
     if keep_w:                          # the chunked backward reads W = diag(β) L⁻¹
         return o, MT, PT, u, beta, e, W
     return o, MT, PT, u, beta, e

@@ -91,6 +91,53 @@ def test_quotient_kernel_timing_switches(interpret, make_inputs, numpy_reference
             chunk_bl(**x, chunk_size=C, config={"cov_maxnreg": bad})
 
 
+def test_segment_ranges():
+    """The forward's segments cover the chunks in order, none empty; "auto" is one segment on a
+    CPU and below 16 chunks, at most 8 with at least 8 chunks each on a GPU."""
+    from assocmem.gpu.chunk import _segments
+
+    for NT in (1, 2, 7, 16, 63, 128, 512):
+        for S in ("auto", 1, 3, 8, 1000):
+            for cuda in (False, True):
+                segs = _segments({"segments": S}, NT, cuda)
+                assert segs[0][0] == 0 and segs[-1][1] == NT
+                assert all(a < b for a, b in segs) and all(segs[i][1] == segs[i + 1][0] for i in range(len(segs) - 1))
+    assert len(_segments({}, 512, False)) == 1 and len(_segments({}, 15, True)) == 1
+    assert len(_segments({}, 128, True)) == 8 and len(_segments({}, 24, True)) == 3
+    assert all(b - a >= 8 for a, b in _segments({}, 100, True))
+    for bad in (0, -1, 2.0, True, "many"):
+        with pytest.raises(ValueError, match="segments"):
+            _segments({"segments": bad}, 8, True)
+
+
+@pytest.mark.parametrize("kernel,segments,with_grads", [("matmul", 3, True), ("matmul", 100, False),
+                                                        ("rows", 2, False)])
+def test_segmented_forward_equals_one_launch(interpret, make_inputs, numpy_reference, relerr, kernel, segments,
+                                             with_grads):
+    """Running the chunks as several launches (the states handed over through buffers between
+    segments, as the GPU path does to overlap the passes) gives the float64 filter's outputs,
+    final states and the same u, β as one launch; the gradients through it too."""
+    x = make_inputs(1, 70, 2, 8, 6, 2, alpha=True, init=True, seed=11)
+    o_np, M_np, P_np, _ = numpy_reference(x)
+    cfg = {"cov_kernel": kernel, "segments": segments}
+    o, (M, P) = chunk_bl(**x, chunk_size=16, output_final_state=True, config=cfg)
+    assert relerr(o_np, o) < FP32 and relerr(M_np, M) < FP32
+    assert relerr(np.asarray(P_np).reshape(P.shape), P) < FP32
+    _, _, u1, b1 = chunk_bl_trace(**x, chunk_size=16, config={"cov_kernel": kernel, "segments": 1})
+    _, _, u2, b2 = chunk_bl_trace(**x, chunk_size=16, config=cfg)
+    assert torch.equal(u1, u2) and torch.equal(b1, b2)
+    if not with_grads:
+        return
+    grads = []
+    for c in (cfg, {"cov_kernel": kernel, "segments": 1}):
+        leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2", "alpha")}
+        out, _ = chunk_bl(**{**x, **leaves}, chunk_size=16, config=c)
+        out.square().sum().backward()
+        grads.append({n: t.grad for n, t in leaves.items()})
+    for n in grads[0]:
+        assert relerr(grads[1][n], grads[0][n]) < FP32, n
+
+
 @pytest.mark.parametrize("kernel", ["matmul", "rows"])
 def test_write_direction_and_precision_equal_the_recurrence(interpret, make_inputs, relerr, kernel):
     """u_t and β_t (the fused backward's inputs) equal the token-by-token kernel's."""
