@@ -258,18 +258,22 @@ def _mm_variant(cfg) -> dict:
     return {"UNROLL": bool(cfg.get("unroll", False)), "LDL": bool(cfg.get("cov_ldl", True))}
 
 
-def _segments(cfg, NT: int, cuda: bool) -> list[tuple[int, int]]:
+def _segments(cfg, NT: int, cuda: bool, programs: int = 0, sms: int = 0) -> list[tuple[int, int]]:
     """Chunk ranges ``[(n0, n1), …]`` that :func:`_chunk_forward` launches one after the other.
 
-    ``cfg["segments"]``: an integer ``S ≥ 1`` or ``"auto"`` (default): on a GPU, ``S = 8`` when
-    there are at least 8 chunks a segment (fewer segments otherwise, 1 below 16 chunks), so that
-    the mean pass of segment ``s`` runs on a second stream while the covariance pass of segment
-    ``s + 1`` runs (the covariance pass is one latency-bound program per (batch, head, group) and
-    leaves most of each SM's issue slots, or whole SMs, idle); 1 on a CPU.  Ranges are as even as
-    chunks allow and never empty."""
+    ``cfg["segments"]``: an integer ``S ≥ 1`` or ``"auto"`` (default).  With several segments the
+    mean pass of segment ``s`` runs on a second stream while the covariance pass of segment
+    ``s + 1`` runs.  That pays only where the covariance pass leaves whole SMs idle: H200
+    (``benchmarks/h200_chunk_segments.json``, forward ms for 1 / 4 / 8 / 16 segments) S3, 64
+    covariance programs on 132 SMs: 9.22 / 9.27 / 8.46 / 8.25 (fwd+bwd 30.1 → 28.0 at 8); S1 and S2,
+    128 programs: 2.59 / 2.68 / 2.61 / 2.64 and 9.63 / 9.57 / 9.65 / 9.64 (the two passes then
+    share SMs and slow each other down).  So ``"auto"`` takes 8 segments (of at least 8 chunks)
+    on a GPU when the covariance pass has at most half as many ``programs`` as the device has
+    ``sms``, and one segment otherwise (and on a CPU).  Ranges are as even as chunks allow and
+    never empty."""
     S = cfg.get("segments", "auto")
     if S == "auto":
-        S = max(1, min(8, NT // 8)) if cuda and NT >= 16 else 1
+        S = max(1, min(8, NT // 8)) if cuda and 0 < 2 * programs <= sms else 1
     elif isinstance(S, bool) or not isinstance(S, int) or S < 1:
         raise ValueError(f"config['segments'] must be 'auto' or an integer >= 1 (got {S!r})")
     S = min(S, NT)
@@ -328,11 +332,13 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e, keep_w=False):
     mean_kw = dict(H=H, G=G, D=D, M=m, MG=mg, BD=cfg["BD"], BV=BV, NVG=NVG, C=C, HAS_ALPHA=a is not None,
                    STORE_E=need_e, PREC=cfg.get("mean_precision", "ieee"), num_warps=cfg["mean_warps"],
                    num_stages=cfg.get("stages", 1), **_maxnreg(cfg, "mean_maxnreg"))
-    segs = _segments(cfg, NT, dev.type == "cuda")
+    cuda = dev.type == "cuda"
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count if cuda else 0
+    segs = _segments(cfg, NT, cuda, B * H * G, sms)
     S = len(segs)
     Ps = [P0] + [torch.empty_like(PT) for _ in range(S - 1)] + [PT]     # state before segment s: Ps[s]
     Ms = [M0] + [torch.empty_like(MT) for _ in range(S - 1)] + [MT]
-    overlap = dev.type == "cuda" and S > 1
+    overlap = cuda and S > 1
     if overlap:
         main, side = torch.cuda.current_stream(dev), _side_stream(dev)
         side.wait_stream(main)                      # the inputs and buffers above are ready

@@ -93,18 +93,20 @@ def test_quotient_kernel_timing_switches(interpret, make_inputs, numpy_reference
 
 def test_segment_ranges():
     """The forward's segments cover the chunks in order, none empty; "auto" is one segment on a
-    CPU and below 16 chunks, at most 8 with at least 8 chunks each on a GPU."""
+    CPU, below 16 chunks and when the covariance programs fill more than half the SMs (S1, S2 on
+    an H200), else at most 8 segments of at least 8 chunks (S3)."""
     from assocmem.gpu.chunk import _segments
 
     for NT in (1, 2, 7, 16, 63, 128, 512):
         for S in ("auto", 1, 3, 8, 1000):
             for cuda in (False, True):
-                segs = _segments({"segments": S}, NT, cuda)
+                segs = _segments({"segments": S}, NT, cuda, 64, 132)
                 assert segs[0][0] == 0 and segs[-1][1] == NT
                 assert all(a < b for a, b in segs) and all(segs[i][1] == segs[i + 1][0] for i in range(len(segs) - 1))
-    assert len(_segments({}, 512, False)) == 1 and len(_segments({}, 15, True)) == 1
-    assert len(_segments({}, 128, True)) == 8 and len(_segments({}, 24, True)) == 3
-    assert all(b - a >= 8 for a, b in _segments({}, 100, True))
+    assert len(_segments({}, 512, False, 64, 132)) == 1 and len(_segments({}, 15, True, 64, 132)) == 1
+    assert len(_segments({}, 512, True, 64, 132)) == 8 and len(_segments({}, 24, True, 64, 132)) == 3
+    assert len(_segments({}, 128, True, 128, 132)) == 1 and len(_segments({}, 128, True, 66, 132)) == 8
+    assert all(b - a >= 8 for a, b in _segments({}, 100, True, 64, 132))
     for bad in (0, -1, 2.0, True, "many"):
         with pytest.raises(ValueError, match="segments"):
             _segments({"segments": bad}, 8, True)
