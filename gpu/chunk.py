@@ -596,10 +596,11 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
 
     CUDA tensors run the chunked Triton kernels (fp32 state and arithmetic,
     ``D ≤ 128``), CPU tensors with ``TRITON_INTERPRET=1`` the same kernels
-    interpreted, other CPU tensors :func:`chunk_bl_torch`.  Gradients through
-    the token-by-token op's Triton backward (see the module docstring); the
-    same rule as :func:`fused_recurrent_bl` for ``alpha`` with exact zeros.
-    ``config`` overrides launch parameters (:func:`default_chunk_config`);
+    interpreted, other CPU tensors :func:`chunk_bl_torch`.  Gradients by the
+    chunked backward kernels or the token-by-token op's Triton backward (``backward``
+    below); the same rule as :func:`fused_recurrent_bl` for ``alpha`` with exact zeros.
+    ``config`` overrides launch parameters (:func:`default_chunk_config`; register caps
+    ``cov_maxnreg``, ``mean_maxnreg``, ``bwd_maxnreg``; ``segments``, see :func:`_segments`);
     ``config={"backward": "chunked"}`` takes the chunked backward kernels
     (:mod:`._chunk_bwd_kernels`; ``bwd_form`` "parallel" (default) or "sequential", launch keys
     ``bwd_BV``, ``bwd_warps``, ``bwd_precision``, ``bwd_epilogue`` "triton" | "torch") where
@@ -609,9 +610,10 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
     ``benchmarks/h200_chunk_bwd.json``) and the token-by-token one otherwise;
     ``config={"super_chunks": S}`` runs the two-level form parallel over time
     (:mod:`.chunk_parallel`; exact, opt-in: slower than one level on the H200 as written).
-    ``chunk_size=16`` was the fastest on the H200 at S1-S3 (the covariance
-    pass's row chain is the same length for every ``C``; smaller tiles shorten
-    each step) — ``benchmarks/h200_chunk.json``.
+    ``chunk_size=16`` was the fastest on the H200 at S1-S3, forward and backward
+    (``benchmarks/h200_chunk.json``, ``h200_chunk_grid_cov.json``, ``h200_chunk_grid_fb.json``);
+    the default of 64 is the issue's API, and at 64 the forward takes the products-only
+    covariance kernel and the backward the token-by-token one.
     """
     from ._dispatch import mode_for
     from .fused_recurrent import MAX_D, _launch_cfg, _prepare_states
