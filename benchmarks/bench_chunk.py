@@ -122,6 +122,14 @@ def check_long(torch, device, T=20_000, D=64, m=16, C=64):
             "asym": float((P - P.transpose(-1, -2)).abs().max())}
 
 
+def _rates(cm, seconds, **extra):
+    """A cost model's FLOPs and bytes over a measured time: achieved rates and their fractions of
+    the H200 ceilings (fp32 CUDA-core peak, HBM bandwidth)."""
+    tflops, tbps = cm["flops"] / seconds / 1e12, cm["bytes"] / seconds / 1e12
+    return dict(cm, **extra, achieved_TFLOPs=tflops, achieved_TBps=tbps,
+                fraction_fp32_peak=tflops / H200["fp32_tflops"], fraction_hbm=tbps / H200["hbm_TBps"])
+
+
 def _bench(torch, fn, device):
     from assocmem.gpu.bench import _bench as b
 
@@ -284,11 +292,7 @@ def timings(torch, shape, device, best):
             torch.cuda.synchronize()
             res[f"{name}_fwdbwd_peak_mem_MB"] = (torch.cuda.max_memory_allocated() - base) / 2**20
         res.update(_time_fla(torch, shape, device))
-    cm = cost_model(shape, C)
-    t = res["chunk_fwd"] * 1e-3
-    res["model"] = dict(cm, achieved_TFLOPs=cm["flops"] / t / 1e12, achieved_TBps=cm["bytes"] / t / 1e12,
-                        fraction_fp32_peak=cm["flops"] / t / 1e12 / H200["fp32_tflops"],
-                        fraction_hbm=cm["bytes"] / t / 1e12 / H200["hbm_TBps"])
+    res["model"] = _rates(cost_model(shape, C), res["chunk_fwd"] * 1e-3)
     return res
 
 
@@ -820,11 +824,7 @@ def bwd(shapes, out, sizes=(16, 32, 64)):
             for kind in ("chunked_seq", "chunked_par"):
                 tf, tb = e.get(f"fwd_C{C}"), e.get(f"fwdbwd_{kind}_C{C}")
                 if isinstance(tf, float) and isinstance(tb, float) and tb > tf:
-                    t = (tb - tf) * 1e-3
-                    rates[f"{kind}_C{C}"] = dict(cm, bwd_ms=tb - tf, achieved_TFLOPs=cm["flops"] / t / 1e12,
-                                                 achieved_TBps=cm["bytes"] / t / 1e12,
-                                                 fraction_fp32_peak=cm["flops"] / t / 1e12 / H200["fp32_tflops"],
-                                                 fraction_hbm=cm["bytes"] / t / 1e12 / H200["hbm_TBps"])
+                    rates[f"{kind}_C{C}"] = _rates(cm, (tb - tf) * 1e-3, bwd_ms=tb - tf)
         e["bwd_model"] = rates
         if out:
             _bench_write(result, out)
@@ -1017,11 +1017,8 @@ def final(shapes, out, C=16, config=None):
             tf, tb = e.get("fwd_ms"), e.get("fwdbwd_ms")
             if not (isinstance(tf, float) and isinstance(tb, float)):
                 continue
-            t = (tf if key == "fwd" else tb - tf) * 1e-3
-            rates[key] = dict(cm, ms=t * 1e3, achieved_TFLOPs=cm["flops"] / t / 1e12,
-                              achieved_TBps=cm["bytes"] / t / 1e12,
-                              fraction_fp32_peak=cm["flops"] / t / 1e12 / H200["fp32_tflops"],
-                              fraction_hbm=cm["bytes"] / t / 1e12 / H200["hbm_TBps"])
+            ms = tf if key == "fwd" else tb - tf
+            rates[key] = _rates(cm, ms * 1e-3, ms=ms)
         e["model"] = rates
         if out:
             _bench_write(result, out)
