@@ -285,12 +285,7 @@ def timings(torch, shape, device, best):
     res["fused_fwdbwd"] = _bench(torch, fbf, device)
     if device.type == "cuda":
         for name, f in (("chunk", fb), ("fused", fbf)):
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-            f()
-            torch.cuda.synchronize()
-            res[f"{name}_fwdbwd_peak_mem_MB"] = (torch.cuda.max_memory_allocated() - base) / 2**20
+            res[f"{name}_fwdbwd_peak_mem_MB"] = peak_mem_MB(torch, f)
         res.update(_time_fla(torch, shape, device))
     res["model"] = _rates(cost_model(shape, C), res["chunk_fwd"] * 1e-3)
     return res
@@ -349,7 +344,7 @@ def run(shapes, out):
 
 
 
-from assocmem.gpu.bench import _write as _bench_write  # noqa: E402
+from assocmem.gpu.bench import _write as _bench_write, peak_mem_MB  # noqa: E402
 
 
 def table(result) -> str:
@@ -527,12 +522,7 @@ def mm(shapes, out, budget_s=400.0):
             o.backward(do)
         _guard(t, "chunk_fwdbwd_ieee", lambda: _bench(torch, fb, device))
         if cuda:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            base_mem = torch.cuda.memory_allocated()
-            fb()
-            torch.cuda.synchronize()
-            t["chunk_fwdbwd_peak_mem_MB"] = (torch.cuda.max_memory_allocated() - base_mem) / 2**20
+            t["chunk_fwdbwd_peak_mem_MB"] = peak_mem_MB(torch, fb)
             _guard(t, "fla", lambda: _time_fla(torch, shape, device))
         if out:
             _bench_write(result, out)
@@ -765,14 +755,7 @@ def bwd(shapes, out, sizes=(16, 32, 64)):
             return f
 
         def peak(f):
-            if not cuda:
-                return None
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-            f()
-            torch.cuda.synchronize()
-            return (torch.cuda.max_memory_allocated() - base) / 2**20
+            return peak_mem_MB(torch, f) if cuda else None
 
         def times_at(C):
             _guard(e, f"fwd_C{C}", lambda: _bench(
@@ -996,14 +979,7 @@ def final(shapes, out, C=16, config=None):
                                                                    config=cfg or None), device))
         _guard(e, "fwdbwd_ms", lambda: _bench(torch, fb, device))
         if cuda:
-            def peak():
-                torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
-                base = torch.cuda.memory_allocated()
-                fb()
-                torch.cuda.synchronize()
-                return (torch.cuda.max_memory_allocated() - base) / 2**20
-            _guard(e, "fwdbwd_peak_MB", peak)
+            _guard(e, "fwdbwd_peak_MB", lambda: peak_mem_MB(torch, fb))
             _guard(e, "fla", lambda: _time_fla(torch, shape, device))
             fla = e["fla"] if isinstance(e.get("fla"), dict) else {}
             for mine, ref in (("fwd_ms", "fla_chunk_gdn_fwd"), ("fwdbwd_ms", "fla_chunk_delta_fwdbwd")):

@@ -198,12 +198,7 @@ def time_shape(torch, shape, device, cfg=None, with_fla=True, with_naive=True):
         o.backward(do)
     res["bl_fwdbwd"] = _bench(fb, device)
     if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        fb()
-        torch.cuda.synchronize()
-        res["bl_fwdbwd_peak_mem_MB"] = (torch.cuda.max_memory_allocated() - base) / 2**20
+        res["bl_fwdbwd_peak_mem_MB"] = peak_mem_MB(torch, fb)
     if with_naive:
         Tn = min(T, 32)
         xs = {n: t[:, :Tn].contiguous() for n, t in x.items()}
@@ -211,6 +206,16 @@ def time_shape(torch, shape, device, cfg=None, with_fla=True, with_naive=True):
     if with_fla and device.type == "cuda":
         res.update(_time_fla(torch, shape, device))
     return res
+
+
+def peak_mem_MB(torch, f) -> float:
+    """Peak CUDA memory (MiB) that one call of ``f`` allocates above what is allocated before it."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    f()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
 def _time_fla(torch, shape, device):
@@ -247,12 +252,7 @@ def _time_fla(torch, shape, device):
         o.backward(do)
     guard("fla_chunk_delta_fwdbwd", fb)
     try:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        fb()
-        torch.cuda.synchronize()
-        out["fla_chunk_delta_fwdbwd_peak_mem_MB"] = (torch.cuda.max_memory_allocated() - base) / 2**20
+        out["fla_chunk_delta_fwdbwd_peak_mem_MB"] = peak_mem_MB(torch, fb)
     except Exception:
         pass
     return out
