@@ -60,34 +60,13 @@ import triton
 import triton.language as tl
 
 
-# Under the interpreter, sums and cumulative products use tl.standard's
-# combiners, which it recognises and runs with numpy (element-by-element
-# otherwise: 30x slower); compiled, our own jitted combiners (tl.standard's are
-# built in whatever mode triton was first imported in, and a compiled kernel
-# cannot call an interpreted function).
-if os.environ.get("TRITON_INTERPRET", "0") == "1":
-    _sum = tl.standard._sum_combine
-    _mul = tl.standard._prod_combine
-    _max = tl.standard._elementwise_max
-else:
-    @triton.jit
-    def _sum(a, b):
-        return a + b
+# shared helpers, loaded in this file's mode (see _chunk_common.py)
+from ._dispatch import kernels as _load_kernels
 
-    @triton.jit
-    def _mul(a, b):
-        return a * b
-
-    @triton.jit
-    def _max(a, b):
-        return tl.maximum(a, b)
-
-
-@triton.jit
-def _decay_noise(g1, c1, g2, c2):
-    # composition of x -> g1 x (products) and c -> g1² c + c1: (γ, c) scan,
-    # c_τ = α_τ² c_{τ-1} + ℓ_τ², γ_τ = α_τ γ_{τ-1}
-    return g1 * g2, c1 * (g2 * g2) + c2
+_common = _load_kernels(os.environ.get("TRITON_INTERPRET", "0") == "1", "_chunk_common.py")
+_sum, _mul, _max, _decay_noise = _common._sum, _common._mul, _common._max, _common._decay_noise
+_head_group, _value_block, _tiles = _common._head_group, _common._value_block, _common._tiles
+_rows, _last_row = _common._rows, _common._last_row
 
 
 @triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
@@ -96,20 +75,10 @@ def chunk_cov_fwd_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
                          H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                          C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
     pid = tl.program_id(0).to(tl.int64)
-    i_g = pid % G
-    i_bh = pid // G
-    i_b = i_bh // H
-    i_h = i_bh % H
-    rd = tl.arange(0, BD)
-    rr = rd[:, None]                       # key dim along rows ([BD, BD] tiles)
-    rc = rd[None, :]                       # key dim along columns
-    mr = rr < D
-    mc = rc < D
-    ri = tl.arange(0, C)[:, None]          # chunk row index (token i / j), [C, 1]
-    ci = tl.arange(0, C)[None, :]          # chunk column index, [1, C]
+    i_g, i_bh, tok = _head_group(pid, T, H, G)          # token t of (b, h) is tok + t*H
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)           # key dim as rows / columns, chunk rows / columns
     z11 = tl.arange(0, 1)[None, :]
     P = tl.load(p0_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
-    tok = i_b * T * H + i_h                # token (b, 0, h); token t is tok + t*H
     for n in range(N0, N1):
         t0 = n * C
         tr = t0 + ri                                        # [C, 1] token indices
@@ -176,25 +145,9 @@ def chunk_mean_fwd_kernel(q_ptr, k_ptr, v_ptr, a_ptr, beta_ptr, w_ptr, aq_ptr, u
                           MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NVG: tl.constexpr,
                           C: tl.constexpr, HAS_ALPHA: tl.constexpr, STORE_E: tl.constexpr,
                           PREC: tl.constexpr = "ieee"):
-    pid = tl.program_id(0).to(tl.int64)
-    i_v = pid % NVG
-    i_bhg = pid // NVG
-    i_g = i_bhg % G
-    i_bh = i_bhg // G
-    i_b = i_bh // H
-    i_h = i_bh % H
-    rd = tl.arange(0, BD)
-    rr = rd[:, None]
-    rc = rd[None, :]
-    mr = rr < D
-    mc = rc < D
-    ri = tl.arange(0, C)[:, None]
-    ci = tl.arange(0, C)[None, :]
-    jv = i_v * BV + tl.arange(0, BV)[None, :]               # column inside the group
-    cv = i_g * MG + jv                                       # value column
-    mv = jv < MG
+    i_bhg, i_g, i_bh, tok, cv, mv = _value_block(tl.program_id(0).to(tl.int64), T, H, G, MG, BV, NVG)
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     S = tl.load(m0_ptr + i_bh * D * M + rr * M + cv, mask=mr & mv, other=0.).to(tl.float32)   # [BD, BV]
-    tok = i_b * T * H + i_h
     for n in range(N0, N1):
         tr = n * C + ri
         vr = tr < T
@@ -311,21 +264,11 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
     1.71 ms) and a ``P − (Z⊙√β)ᵀ(Z⊙√β)`` update, symmetric without the per-chunk transpose (1.74).
     """
     pid = tl.program_id(0).to(tl.int64)
-    i_g = pid % G
-    i_bh = pid // G
-    i_b = i_bh // H
-    i_h = i_bh % H
-    rd = tl.arange(0, BD)
-    rr = rd[:, None]
-    rc = rd[None, :]
-    mr = rr < D
-    mc = rc < D
-    ri = tl.arange(0, C)[:, None]
-    ci = tl.arange(0, C)[None, :]
+    i_g, i_bh, tok = _head_group(pid, T, H, G)
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     eye_c = ri == ci
     low = ri > ci
     P = tl.load(p0_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
-    tok = i_b * T * H + i_h
     for n in range(N0, N1):
         tr = n * C + ri
         vr = tr < T

@@ -20,7 +20,7 @@ from pathlib import Path
 
 _KERNEL_FILE = Path(__file__).with_name("_kernels.py")
 _LOADED: dict = {}
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()          # re-entrant: a kernel file loads its helpers (_chunk_common.py) while being loaded
 
 
 def triton_available() -> tuple[bool, str]:

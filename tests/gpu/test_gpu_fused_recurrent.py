@@ -172,6 +172,23 @@ def test_dispatch_modes(monkeypatch):
     assert type(K.cov_fwd_kernel).__name__ == "InterpretedFunction"
 
 
+def test_chunk_kernel_files_share_helpers_in_their_own_mode():
+    """Both chunked kernel files take their helpers from one _chunk_common.py, loaded (re-entrantly,
+    while the kernel file itself is being loaded) in the kernel file's mode: a compiled kernel
+    must only call compiled helpers, an interpreted one interpreted helpers."""
+    import triton.language as tl
+
+    fwd = {mode: _dispatch.kernels(mode, "_chunk_kernels.py") for mode in (True, False)}
+    bwd = {mode: _dispatch.kernels(mode, "_chunk_bwd_kernels.py") for mode in (True, False)}
+    for mode in (True, False):
+        assert fwd[mode]._common is bwd[mode]._common
+        assert fwd[mode]._tiles is fwd[mode]._common._tiles is bwd[mode]._tiles
+    assert fwd[True]._common is not fwd[False]._common
+    assert fwd[True]._sum is tl.standard._sum_combine                     # numpy-fast in the interpreter
+    assert type(fwd[False]._sum).__name__ == "JITFunction"
+    assert type(fwd[True]._tiles).__name__ == "InterpretedFunction"
+
+
 def test_cpu_without_interpreter_falls_back_to_naive(monkeypatch, make_inputs):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     x = make_inputs(1, 5, 1, 4, 3, alpha=True, seed=27)
