@@ -1,4 +1,16 @@
-"""Boundary checks shared by :func:`naive_bl` and :func:`fused_recurrent_bl`.
+"""Boundary checks shared by :func:`naive_bl`, :func:`fused_recurrent_bl` and :func:`chunk_bl`.
+
+The write mask
+--------------
+Every op takes ``write_mask`` (bool ``[B, T, H]``, True = the token writes).
+A token with ``False`` is a *missing observation* of the Kalman filter: the
+prediction step runs (``P̄_t = A_t P A_t + ℓ_t² I``, ``M̄_t = A_t M``), the
+update does not, and the read-out ``o_t = M_tᵀ q_t`` still happens.  Here it
+is applied by zeroing that token's *write* key: with ``k_t = 0`` the gated
+update has ``u_t = P̄_t k_t = 0``, so ``M_t = M̄_t`` and ``P_t = P̄_t`` exactly,
+in every kernel, forward and backward (the masked keys get zero gradient);
+the query ``q_t`` is untouched.  The numpy filter implements the same rule
+independently (it skips the update), and the tests compare the two.
 
 Shapes follow flash-linear-attention: tokens ``[B, T, H, D]``, per-token
 scalars ``[B, T, H]``, states ``[B, H, D, m]``.  Every failure is a
@@ -51,8 +63,26 @@ def _finite(name, x):
         raise ValueError(f"{name} must be finite (got NaN or Inf)")
 
 
+def apply_write_mask(k, write_mask):
+    """``k`` with the keys of non-writing tokens set to zero (see the module docstring).
+
+    ``write_mask``: None (every token writes) or a bool tensor ``[B, T, H]`` on ``k``'s device.
+    """
+    if write_mask is None:
+        return k
+    if not torch.is_tensor(write_mask) or write_mask.dtype != torch.bool:
+        raise ValueError(f"write_mask must be a bool tensor [B, T, H] (got "
+                         f"{write_mask.dtype if torch.is_tensor(write_mask) else type(write_mask).__name__})")
+    if tuple(write_mask.shape) != tuple(k.shape[:3]):
+        raise ValueError(f"write_mask must have shape [B, T, H] = {list(k.shape[:3])} "
+                         f"(got {list(write_mask.shape)})")
+    if write_mask.device != k.device:
+        raise ValueError(f"write_mask is on {write_mask.device} but k is on {k.device}")
+    return torch.where(write_mask[..., None], k, torch.zeros((), dtype=k.dtype, device=k.device))
+
+
 def check_inputs(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, *, g=None,
-                 values: bool = True) -> Inputs:
+                 values: bool = True, write_mask=None) -> Inputs:
     """Validate the BL op's arguments.
 
     ``values=False`` keeps the shape/dtype checks (free) and skips the value
@@ -159,4 +189,5 @@ def check_inputs(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, *, g=N
             if bool((lam < -1e-6 * scale * D).any()):
                 raise ValueError(f"initial_state[1] (P) must be positive semi-definite "
                                  f"(min eigenvalue {float(lam.min()):.3g})")
+    k = apply_write_mask(k, write_mask)
     return Inputs(q, k, v, l2, r2, log_alpha, dec, p0, M0, P0, G, grouped)

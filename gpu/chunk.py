@@ -65,7 +65,8 @@ def _ratios(a):
 
 
 def chunk_bl_torch(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
-                   chunk_size: int = 64, *, g=None, validate: bool = True, return_saved: bool = False):
+                   chunk_size: int = 64, *, g=None, validate: bool = True, return_saved: bool = False,
+                   write_mask=None):
     """The BL filter computed chunk by chunk with torch ops; same contract as :func:`fused_recurrent_bl`.
 
     ``chunk_size`` ∈ {16, 32, 64}.  Returns ``(o, final_state or None)``, and with
@@ -74,7 +75,7 @@ def chunk_bl_torch(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, outp
     """
     if chunk_size not in CHUNK_SIZES:
         raise ValueError(f"chunk_size must be one of {CHUNK_SIZES} (got {chunk_size!r})")
-    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate)
+    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate, write_mask=write_mask)
     B, T, H, D, m = x.dims
     G = x.G
     mg = m // G
@@ -589,8 +590,10 @@ class _ChunkBLFunction(torch.autograd.Function):
 
 
 def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
-             chunk_size: int = 64, *, g=None, validate: bool = True, config: dict | None = None):
-    r"""The BL filter computed chunk by chunk; same contract as :func:`fused_recurrent_bl`.
+             chunk_size: int = 64, *, g=None, validate: bool = True, config: dict | None = None,
+             write_mask=None):
+    r"""The BL filter computed chunk by chunk; same contract as :func:`fused_recurrent_bl`
+    (``write_mask`` included: a non-writing token is a missing observation).
 
     ``chunk_size`` ∈ {16, 32, 64}.  Returns ``(o, final_state or None)``.
 
@@ -620,11 +623,11 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
 
     if chunk_size not in CHUNK_SIZES:
         raise ValueError(f"chunk_size must be one of {CHUNK_SIZES} (got {chunk_size!r})")
-    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate)
+    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate, write_mask=write_mask)
     mode = mode_for(x.q.device)
     if mode == "naive":
         return chunk_bl_torch(q, k, v, l2, r2, alpha, p0, initial_state, output_final_state, chunk_size,
-                              g=g, validate=False)
+                              g=g, validate=False, write_mask=write_mask)
     if validate and x.alpha is not None and not x.log_alpha and x.alpha.requires_grad \
             and bool((x.alpha == 0).any()):
         raise ValueError("alpha has exact zeros: its gradient is computed as dL/dlog(alpha) / alpha; "
@@ -653,7 +656,7 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
 
 
 def chunk_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, chunk_size: int = 64, *, g=None,
-                   validate: bool = True, config: dict | None = None):
+                   validate: bool = True, config: dict | None = None, write_mask=None):
     """Forward only through the chunked kernels, also returning ``u [B, T, H, G, D]`` and
     ``β [B, T, H, G]`` (as :func:`.fused_recurrent.fused_recurrent_bl_trace`; the
     gain of the write at ``t`` is ``β_t k_tᵀ u_t``).  Needs a Triton mode."""
@@ -662,7 +665,7 @@ def chunk_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, chun
 
     if chunk_size not in CHUNK_SIZES:
         raise ValueError(f"chunk_size must be one of {CHUNK_SIZES} (got {chunk_size!r})")
-    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate)
+    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate, write_mask=write_mask)
     mode = mode_for(x.q.device)
     if mode == "naive":
         raise ValueError("chunk_bl_trace needs CUDA tensors or TRITON_INTERPRET=1")

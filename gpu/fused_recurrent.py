@@ -279,7 +279,7 @@ def bl_backward(q, k, l2, a, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, meta, 
 
 
 def fused_recurrent_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
-                       *, g=None, validate: bool = True, config: dict | None = None):
+                       *, g=None, validate: bool = True, config: dict | None = None, write_mask=None):
     r"""The Bayesian Layer, token by token, as a differentiable op (fla conventions).
 
     Parameters
@@ -294,6 +294,9 @@ def fused_recurrent_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, 
     initial_state : ``(M [B, H, D, m], P [B, H, D, D])`` (``P [B, H, G, D, D]`` with groups).
     validate : check values (finite, signs, PSD) at the cost of a device sync.
     config : override launch parameters (see :func:`default_config`).
+    write_mask : bool ``[B, T, H]`` (None: every token writes).  A token with
+        False is a missing observation: decay and process noise apply, the
+        update does not, the read-out still happens (see :mod:`._inputs`).
 
     Returns ``(o [B, T, H, m], final_state or None)``; ``o_t = M_tᵀ q_t`` after
     the update at ``t``, in ``v``'s dtype; the state is float32.
@@ -302,11 +305,11 @@ def fused_recurrent_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, 
     ``TRITON_INTERPRET=1`` the same kernels interpreted, other CPU tensors
     :func:`naive_bl`.
     """
-    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate)
+    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate, write_mask=write_mask)
     mode = mode_for(x.q.device)
     if mode == "naive":
         return naive_bl(q, k, v, l2, r2, alpha, p0, initial_state, output_final_state, g=g,
-                        validate=False)
+                        validate=False, write_mask=write_mask)
     if validate and x.alpha is not None and not x.log_alpha and x.alpha.requires_grad \
             and bool((x.alpha == 0).any()):
         raise ValueError("alpha has exact zeros: its gradient is computed as dL/dlog(alpha) / alpha; "
@@ -325,7 +328,7 @@ def fused_recurrent_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, 
 
 
 def fused_recurrent_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, *, g=None,
-                             validate: bool = True, config: dict | None = None):
+                             validate: bool = True, config: dict | None = None, write_mask=None):
     """Forward only, also returning the kernel's per-token filter quantities.
 
     Returns ``(o, (M_T, P_T), u [B, T, H, G, D], beta [B, T, H, G])``; the
@@ -333,7 +336,7 @@ def fused_recurrent_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=
     (``bl.collision_table``'s triton layer).  Needs a Triton mode (GPU or
     ``TRITON_INTERPRET=1``).
     """
-    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate)
+    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate, write_mask=write_mask)
     mode = mode_for(x.q.device)
     if mode == "naive":
         raise ValueError("fused_recurrent_bl_trace needs CUDA tensors or TRITON_INTERPRET=1")

@@ -29,7 +29,7 @@ COV_FORMS = ("plain", "symmetrised", "joseph")
 
 
 def naive_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
-             *, g=None, cov_form: str = "plain", validate: bool = True):
+             *, g=None, cov_form: str = "plain", validate: bool = True, write_mask=None):
     """Run the BL filter token by token.
 
     Parameters follow :func:`assocmem.gpu.fused_recurrent_bl`; ``g`` is the
@@ -47,7 +47,7 @@ def naive_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
     """
     if cov_form not in COV_FORMS:
         raise ValueError(f"cov_form must be one of {', '.join(COV_FORMS)} (got {cov_form!r})")
-    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate)
+    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate, write_mask=write_mask)
     B, T, H, D, m = x.dims
     G = x.G
     mg = m // G

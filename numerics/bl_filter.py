@@ -75,7 +75,7 @@ def _per_step(name, x, batch, T, trailing=()):
 
 def bl_filter(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=None, A=None,
               variant: str = "dense", lam=None, iso_c=None, omega=0.5, groups: int = 1,
-              M0=None, keep_states: bool = False) -> FilterTrace:
+              M0=None, keep_states: bool = False, write_mask=None) -> FilterTrace:
     """Run the BL filter family over a sequence.
 
     Parameters
@@ -93,6 +93,12 @@ def bl_filter(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=None,
     lam : reset level λ for ``reset`` (default r²); iso_c : c for ``iso``;
     omega : additive gain ω for ``linear``.
     M0 : initial mean ``[..., D, m]`` (default 0).
+    write_mask : bool, broadcastable to ``[..., T]`` (default: every step writes).
+        A step with ``False`` is a *missing observation*: the prediction runs
+        (dynamics, process noise; ``reset``/``iso`` set their prior level),
+        the update does not (``M_t = A_t M_{t-1}``, ``P_t = P̄_t``; for
+        ``linear`` no write, decay only); the read-out at that step still
+        happens.  Its ``gain``, ``beta`` and ``u`` are reported as 0.
     """
     V.choice("variant", variant, VARIANTS)
     groups = V.count("groups", groups, 1)
@@ -149,6 +155,11 @@ def bl_filter(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=None,
         if np.any(p0a < 0):
             raise ValueError(f"p0 must be >= 0 (got {p0a.min()!r})")
         shapes.append(p0a.shape)
+    if write_mask is not None:
+        wm = np.asarray(write_mask)
+        if wm.dtype != bool:
+            raise ValueError(f"write_mask must be a bool array broadcastable to [..., T] (got dtype {wm.dtype})")
+        shapes.append(wm.shape[:-1] if wm.ndim >= 1 else ())
     try:
         batch = np.broadcast_shapes(*shapes)
     except ValueError:
@@ -166,6 +177,13 @@ def bl_filter(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=None,
         alpha = _per_step("alpha", alpha, batch, T, (D,))
     if A is not None:
         A = np.broadcast_to(A, batch + (T, D, D))
+    writes = None
+    if write_mask is not None:
+        try:
+            writes = np.broadcast_to(np.asarray(write_mask), batch + (T,))
+        except ValueError:
+            raise ValueError(f"write_mask of shape {np.shape(write_mask)} does not broadcast to "
+                             f"{batch + (T,)}") from None
 
     if variant == "reset":
         lams = r2s if lam is None else _per_step("lam", V.positive("lam", lam), batch, T, r2_trailing)
@@ -219,8 +237,11 @@ def bl_filter(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=None,
         else:
             Mbar, Ppred = M, P
         pred = np.einsum("...dgc,...d->...gc", Mbar, k)          # (A M)^T k per group
+        wr = None if writes is None else writes[..., t]          # [batch] True where step t writes
         if variant == "linear":
             w = omegas[..., t]
+            if wr is not None:
+                w = np.where(wr, w, 0.0)
             M = Mbar + w[..., None, None, None] * k[..., :, None, None] * v[..., None, :, :]
             gains[..., t, :] = w[..., None]
         else:
@@ -238,6 +259,11 @@ def bl_filter(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=None,
             P = Pbar - beta[..., None, None] * u[..., :, None] * u[..., None, :]
             if variant == "diag":
                 P = np.diagonal(P, axis1=-2, axis2=-1)[..., :, None] * eye
+            if wr is not None:               # missing observation: keep the prediction
+                M = np.where(wr[..., None, None, None], M, Mbar)
+                P = np.where(wr[..., None, None, None], P, Pbar)
+                beta = np.where(wr[..., None], beta, 0.0)
+                u = np.where(wr[..., None, None], u, 0.0)
             gains[..., t, :] = s * beta
             betas[..., t, :] = beta
             us[..., t, :, :] = u

@@ -52,9 +52,23 @@ def _prepare(keys, values, l2, r2, P0, A):
     return keys, values, l2, r2, A, Sigma0, T, D, m
 
 
-def vec_kalman_filter(keys, values, *, l2, r2, P0=1.0, A=None, Q=None):
+def _observed(observed, T):
+    """The per-step observation flags ``[T]`` (default: every step observed)."""
+    if observed is None:
+        return np.ones(T, dtype=bool)
+    obs = np.asarray(observed)
+    if obs.dtype != bool or obs.shape != (T,):
+        raise ValueError(f"observed must be a bool array of shape ({T},) (got {obs.dtype} {obs.shape})")
+    return obs
+
+
+def vec_kalman_filter(keys, values, *, l2, r2, P0=1.0, A=None, Q=None, observed=None):
     """Kalman filter on ``vec S_t``; returns per-step means ``[T, D, m]`` and
     covariances ``[T, Dm, Dm]``.
+
+    ``observed``: bool ``[T]``; at a step with ``observed[t] = False`` the
+    observation is missing: the prediction (dynamics and process noise) runs,
+    the update does not (the textbook missing-observation rule).
 
     ``P0``: scalar, a ``D×D`` matrix (prior ``I_m ⊗ P0``) or a full ``Dm×Dm``
     covariance.  ``r2``: ``[T]`` or per-column ``[T, m]``.  ``A``: ``[T, D]``
@@ -63,6 +77,7 @@ def vec_kalman_filter(keys, values, *, l2, r2, P0=1.0, A=None, Q=None):
     ``ℓ_t² I`` (``l2`` is ignored), e.g. real-row noise for complex dynamics (App. D).
     """
     keys, values, l2, r2, A, Sigma, T, D, m = _prepare(keys, values, l2, r2, P0, A)
+    obs = _observed(observed, T)
     if Q is not None:
         Q = np.broadcast_to(V.psd("Q", Q), (T, D, D))
     x = np.zeros(D * m)
@@ -73,6 +88,9 @@ def vec_kalman_filter(keys, values, *, l2, r2, P0=1.0, A=None, Q=None):
         H = np.kron(Im, keys[t][None, :])           # m x Dm
         x = F @ x
         Sigma = F @ Sigma @ F.T + (l2[t] * np.eye(D * m) if Q is None else np.kron(Im, Q[t]))
+        if not obs[t]:
+            means[t], covs[t] = _unvec(x, D, m), Sigma
+            continue
         S_innov = H @ Sigma @ H.T + np.diag(r2[t])
         K = np.linalg.solve(S_innov, H @ Sigma).T   # Sigma H^T S^-1 (S symmetric)
         x = x + K @ (values[t] - H @ x)
@@ -82,10 +100,14 @@ def vec_kalman_filter(keys, values, *, l2, r2, P0=1.0, A=None, Q=None):
     return means, covs
 
 
-def joint_gaussian_posterior(keys, values, *, l2, r2, P0=1.0, A=None):
+def joint_gaussian_posterior(keys, values, *, l2, r2, P0=1.0, A=None, observed=None):
     """Posterior mean ``[D, m]`` and covariance ``[Dm, Dm]`` of ``vec S_T``
-    given all observations, by conditioning the joint Gaussian directly."""
+    given all observations, by conditioning the joint Gaussian directly.
+
+    ``observed``: bool ``[T]``; only the observations of the steps marked
+    True are conditioned on (the others are simply left out of the joint)."""
     keys, values, l2, r2, A, Sigma0, T, D, m = _prepare(keys, values, l2, r2, P0, A)
+    obs = _observed(observed, T)
     n = D * m
     n_src = n + T * n + T * m                    # vec S_0, vec W_t, e_t
     # prior covariance of the sources (block diagonal)
@@ -106,10 +128,12 @@ def joint_gaussian_posterior(keys, values, *, l2, r2, P0=1.0, A=None):
         L_S[:, n + t * n: n + (t + 1) * n] += np.eye(n)
         L_v[t * m:(t + 1) * m] = np.kron(Im, keys[t][None, :]) @ L_S
         L_v[t * m:(t + 1) * m, n + T * n + t * m: n + T * n + (t + 1) * m] += np.eye(m)
+    rows = np.repeat(obs, m)                     # the observed entries of (v_1..T)
+    L_v = L_v[rows]
     C_sv = L_S @ src_var @ L_v.T
     C_vv = L_v @ src_var @ L_v.T
     C_ss = L_S @ src_var @ L_S.T
-    v = values.reshape(-1)
+    v = values.reshape(-1)[rows]
     mean = C_sv @ np.linalg.solve(C_vv, v)
     cov = C_ss - C_sv @ np.linalg.solve(C_vv, C_sv.T)
     return _unvec(mean, D, m), 0.5 * (cov + cov.T)

@@ -32,8 +32,8 @@ import threading
 import time
 from pathlib import Path
 
-from .sweep import _gpu_count, grid, run_jobs
-from .train import CURRICULUM_MODELS, CURRICULUM_STEPS, STRESS_MODELS, run_name
+from .sweep import _gpu_count, grid, job_name, run_jobs
+from .train import CURRICULUM_MODELS, CURRICULUM_STEPS, STRESS_MODELS
 
 
 def priority():
@@ -53,6 +53,48 @@ def priority():
     return jobs
 
 
+def issue14():
+    """The protocol issue's runs (docs/tasks.md, "Protocol"), most decisive first.
+
+    1. the BL-task grids under the default protocol (queries do not write);
+    2. collision recall: the choices of ours that could keep Delta/reset at 1.0 where
+       the paper draws 0.75 (per-head constant gates as in the paper's main text,
+       reset's ℓ² fixed at 0.05 as in its appendix, one layer, an opening round);
+    3. random keys: the choices that could put BL's cross-entropy above the others'
+       (p0, a learned decay, denser training; the calibrated CE is in every result);
+    4. swap tracking: the stress test on keys where rounding is exact, with a linear
+       read; Transformer width; the curriculum with the paper-like raw keys.
+
+    The queries-write protocol's grid is the earlier committed runs (made before
+    the write mask existed, on the code path that ``queries_write=true`` takes).
+    """
+    core = ["bl", "delta", "reset"]
+    jobs = grid("collision_recall", core, [0, 1, 2])
+    jobs += grid("random_keys", core, [0, 1, 2])
+    jobs += grid("collision_recall", ["linear", "gla", "diag"], [0, 1, 2])
+    jobs += grid("random_keys", ["linear", "gla", "diag"], [0, 1, 2])
+    for pr in ({"gates": "head"}, {"n_layers": 1}, {"opening_rounds": 1}):
+        jobs += grid("collision_recall", core, [0], pr)
+    jobs += grid("collision_recall", ["reset"], [0], {"gates": "head", "reset_l2": 0.05})
+    for pr in ({"p0": 0.1}, {"p0": 10.0}, {"bl_decay": True}):
+        jobs += grid("random_keys", ["bl"], [0], pr)
+    jobs += grid("random_keys", core, [0], {"train_n": [16, 32, 64, 128, 256]})
+    for pr in ({"gates": "head"}, {"n_layers": 1}):
+        jobs += grid("collision_recall", core, [1], pr)
+    jobs += grid("swap_tracking", ["stress-round2-512", "stress-linear-512"], [0], {"stress_keys": "rounding_exact"})
+    jobs += grid("swap_tracking", ["stress-round2-512", "stress-linear-512"], [0],
+                 {"stress_keys": "rounding_exact", "stress_read": "linear"})
+    jobs += grid("swap_tracking", ["stress-round2-512"], [0], {"stress_read": "linear"})
+    for d in (32, 64):
+        jobs += grid("swap_tracking", ["transformer-1", "transformer-2", "transformer-4", "transformer-8"], [0],
+                     {"d_model": d})
+    jobs += grid("swap_tracking", ["curriculum-round2-nope", "direct-round2-nope"], [0], {"curriculum_keys": "raw"})
+    return jobs
+
+
+PLANS = {"paper": priority, "issue14": issue14}
+
+
 def cost(job) -> float:
     """Rough relative device time of one run (a learned-collision run = 1).
 
@@ -62,7 +104,7 @@ def cost(job) -> float:
     at 256 throughout) and the stress test (batch 64 of ``3n`` tokens, a
     ``3n × 3n`` triangular solve per sequence).
     """
-    task, model, _ = job
+    task, model = job[0], job[1]
     if model.startswith("direct-"):
         return 4.0 * CURRICULUM_STEPS / 5000
     if model.startswith("curriculum-"):
@@ -84,9 +126,10 @@ def write_partials(jobs, out) -> list[Path]:
     import torch
 
     paths = []
-    for task, model, seed in jobs:
+    for job in jobs:
+        task, model, seed = job[:3]
         d = Path(out) / task
-        name = run_name(model, seed)
+        name = job_name(job)
         ck_path = d / f"{name}.ckpt.pt"
         if (d / f"{name}.json").exists() or not ck_path.exists():
             continue
@@ -120,6 +163,9 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=300.0)
     ap.add_argument("--reserve-s", type=float, default=90.0, help="no new run starts in the last RESERVE_S")
     ap.add_argument("--workers-per-device", type=int, default=6)
+    ap.add_argument("--plan", default="paper", choices=sorted(PLANS),
+                    help="which runs: paper (the papers' grids, default protocol) or issue14 (the protocol "
+                         "ablations of issue 14)")
     ap.add_argument("--limit", type=int, default=None, help="only the first N runs of the priority list")
     ap.add_argument("--steps", type=int, default=None, help="override every run's steps (tests)")
     ap.add_argument("--batch-size", type=int, default=None, help="override every run's batch size (tests)")
@@ -132,7 +178,7 @@ def main(argv=None) -> int:
                     help="worker slots per heavy GPU (default: --workers-per-device)")
     args = ap.parse_args(argv)
     t0 = time.time()
-    jobs = priority()[: args.limit]
+    jobs = PLANS[args.plan]()[: args.limit]
     if args.longest_first:
         jobs = longest_first(jobs)
     groups = split_heavy(jobs, _gpu_count(), args.heavy_gpus)

@@ -28,7 +28,13 @@ def register(sub) -> None:
     p.add_argument("--resume", action="store_true", help="continue from OUT/TASK/MODEL_sSEED.ckpt.pt")
     p.add_argument("--eval", dest="eval_mode", default="auto", choices=("auto", "full", "quick", "none"),
                    help="test grid: full (the paper's), quick (a few settings), auto = full on cuda, quick on cpu")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--queries-write", action="store_true",
+                   help="ablation: query tokens also write to the memory (default: they only read; the "
+                        "shorthand of --protocol queries_write=true)")
+    p.add_argument("--protocol", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a protocol option (repeatable); the options and their defaults are listed in "
+                        "docs/tasks.md ('Protocol'), e.g. gates=head, reset_l2=0.05, n_layers=1, p0=3")
     c = p.add_argument_group("length curriculum (swap_tracking curriculum-*/direct-* models; AM Fig. 6)")
     c.add_argument("--curriculum-lengths", default=None,
                    help="stage lengths, comma-separated (default 32,64,128,256; direct-*: the last one)")
@@ -49,6 +55,9 @@ def register(sub) -> None:
     s.add_argument("--steps", type=int, default=None)
     s.add_argument("--batch-size", type=int, default=None)
     s.add_argument("--workers-per-device", type=int, default=4)
+    s.add_argument("--queries-write", action="store_true", help="ablation: query tokens also write")
+    s.add_argument("--protocol", action="append", default=[], metavar="KEY=VALUE",
+                   help="a protocol option for every run of the grid (repeatable)")
     s.set_defaults(func=run_sweep)
 
 
@@ -57,6 +66,21 @@ def _need_torch(what: str) -> None:
         import torch  # noqa: F401
     except ImportError:
         raise ValueError(f"assocmem gpu {what} needs torch (pip install 'assocmem[gpu]')") from None
+
+
+def parse_protocol(items, queries_write: bool = False) -> dict:
+    """``["KEY=VALUE", ...]`` (the ``--protocol`` flags) -> ``{KEY: VALUE}``; checked by the task later."""
+    out = {}
+    for it in items:
+        key, sep, val = str(it).partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--protocol takes KEY=VALUE (got {it!r})")
+        out[key.strip()] = val.strip()
+    if queries_write:
+        if out.get("queries_write", "true").lower() not in ("1", "true", "yes", "on"):
+            raise ValueError("--queries-write contradicts --protocol queries_write=false")
+        out["queries_write"] = "true"
+    return out
 
 
 def run_train(args) -> int:
@@ -78,7 +102,8 @@ def run_train(args) -> int:
             switch_at=None if args.curriculum_switch_at is None else Cu.parse_lengths(args.curriculum_switch_at))
     res = train(args.task, args.model, seed=args.seed, steps=args.steps, batch_size=args.batch_size,
                 device=args.device, out=args.out, resume=args.resume, eval_mode=args.eval_mode,
-                progress=not args.no_progress and sys.stderr.isatty(), curriculum=sched)
+                progress=not args.no_progress and sys.stderr.isatty(), curriculum=sched,
+                protocol=parse_protocol(args.protocol, args.queries_write))
     last = res["curve"][-1] if res["curve"] else {}
     print(json.dumps({"task": res["task"], "model": res["model"], "seed": res["seed"],
                       "final_train": last, "wall_s": res["provenance"]["wall_s"],
@@ -98,7 +123,8 @@ def run_sweep(args) -> int:
 
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
     seeds = ints(args.seeds) if args.seeds else None
-    recs = sweep(args.task, models=models, seeds=seeds, out=args.out, steps=args.steps,
+    recs = sweep(args.task, models=models, seeds=seeds, protocol=parse_protocol(args.protocol, args.queries_write),
+                 out=args.out, steps=args.steps,
                  batch_size=args.batch_size, workers_per_device=args.workers_per_device,
                  log=lambda m: print(m, flush=True))
     return 1 if any(r["rc"] != 0 for r in recs) else 0

@@ -72,8 +72,8 @@ class CollisionBatch(NamedTuple):
     rho: torch.Tensor          # [B, n_pairs] overlap a_jᵀ b_j per pair
 
 
-def collision_length(n_f: int, n_b: int = 4, n_pairs: int = COLLISION_PAIRS) -> int:
-    return n_pairs * (n_b + n_f) + 2 * n_pairs
+def collision_length(n_f: int, n_b: int = 4, n_pairs: int = COLLISION_PAIRS, n_open: int = 0) -> int:
+    return n_pairs * (n_b + n_f) + 2 * n_pairs * (n_open + 1)
 
 
 def _rand_orthogonal(batch: int, D: int, gen: torch.Generator) -> torch.Tensor:
@@ -92,11 +92,18 @@ def _round_orders(batch: int, rounds: int, n: int, gen: torch.Generator) -> torc
 
 def collision_batch(batch: int, *, n_f: int, n_b: int = 4, rho_range=(0.60, 0.80), rho=None,
                     n_pairs: int = COLLISION_PAIRS, D: int = COLLISION_D, rotate: bool = True,
-                    generator: Optional[torch.Generator] = None, dtype=torch.float32) -> CollisionBatch:
-    """One batch of the learned collision-recall task (see the module docstring)."""
+                    n_open: int = 0, generator: Optional[torch.Generator] = None,
+                    dtype=torch.float32) -> CollisionBatch:
+    """One batch of the learned collision-recall task (see the module docstring).
+
+    ``n_open`` opening rounds write every identity (targets and distractors) once
+    each, in a fresh random order, before the target rounds (an ablation: the
+    deterministic App. E.4 run opens with such rounds; the default 0 is ours).
+    """
     batch = V.count("batch", batch, 1)
     n_f = V.count("n_f", n_f, 0)
     n_b = V.count("n_b", n_b, 0)
+    n_open = V.count("n_open", n_open, 0)
     n_pairs = V.count("n_pairs", n_pairs, 1)
     D = V.count("D", D, 2 * n_pairs)
     if rho is not None:
@@ -120,10 +127,11 @@ def collision_batch(batch: int, *, n_f: int, n_b: int = 4, rho_range=(0.60, 0.80
     distractors = rhos[..., None] * e0 + torch.sqrt(1 - rhos ** 2)[..., None] * e1
     addr = torch.cat([targets, distractors], 1)                   # identities 0..P-1 targets, P..2P-1 distractors
     values = torch.argsort(torch.rand(batch, n_id, generator=gen), dim=-1)   # label of each identity
+    o_order = _round_orders(batch, n_open, n_id, gen)                         # every id, n_open times
     t_order = _round_orders(batch, n_b, n_pairs, gen)                         # target ids
     d_order = _round_orders(batch, n_f, n_pairs, gen) + n_pairs               # distractor ids
     q_order = torch.argsort(torch.rand(batch, n_id, generator=gen), dim=-1)   # all ids, queried once
-    ids = torch.cat([t_order, d_order, q_order], 1)                          # [B, T]
+    ids = torch.cat([o_order, t_order, d_order, q_order], 1)                 # [B, T]
     T = ids.shape[1]
     n_w = T - n_id
     is_query = torch.zeros(batch, T, dtype=torch.bool)

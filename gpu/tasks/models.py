@@ -44,6 +44,8 @@ import torch.nn.functional as F
 from . import recurrences as R
 from .names import KAPPAS, MIXERS, SWAP_MODELS  # noqa: F401  (re-exported)
 
+GATES = ("token", "head")
+
 _INV_SOFTPLUS_005 = math.log(math.expm1(0.05))     # softplus⁻¹(0.05): BL App. E.4's r² = ℓ² = 0.05
 
 
@@ -81,72 +83,118 @@ def _accepts(fn, name: str) -> bool:
 # address-keyed mixers
 # ---------------------------------------------------------------------------
 class AddressMixer(nn.Module):
-    """One multi-head recurrent mixer whose keys/queries are the given addresses."""
+    """One multi-head recurrent mixer whose keys/queries are the given addresses.
+
+    Protocol choices (recorded in every result's ``protocol`` block, docs/tasks.md):
+
+    ``gates``    ``"token"`` (ours, default): the noise/step gates are computed per
+                 token from the hidden state; ``"head"``: one learned constant per head
+                 (the paper's main text: "a learnable scalar per head").
+    ``reset_l2`` ``None`` (learned, default) or a fixed ``ℓ²`` for the ``reset`` mixer
+                 (the paper's App. E.5.5 fixes it at 0.05).
+    ``decay``    ``False`` (default, ``A = I``) or a learned per-token, per-head decay
+                 ``α_t = sigmoid(·)`` for the BL mixer (passed as the log-decay ``g``).
+    """
 
     def __init__(self, kind: str, d_model: int = 64, n_heads: int = 4, head_dim: int = 16,
-                 p0: float = 1.0, chunk_size: int = 64):
+                 p0: float = 1.0, chunk_size: int = 64, gates: str = "token", reset_l2=None,
+                 decay: bool = False):
         super().__init__()
         if kind not in MIXERS:
             raise ValueError(f"mixer must be one of {', '.join(MIXERS)} (got {kind!r})")
+        if gates not in GATES:
+            raise ValueError(f"gates must be one of {', '.join(GATES)} (got {gates!r})")
+        if reset_l2 is not None and not (float(reset_l2) > 0 and math.isfinite(float(reset_l2))):
+            raise ValueError(f"reset_l2 must be a positive number or None (got {reset_l2!r})")
         self.kind, self.H, self.m, self.p0, self.chunk = kind, n_heads, head_dim, float(p0), chunk_size
+        self.gates, self.reset_l2 = gates, (None if reset_l2 is None else float(reset_l2))
+        self.decay = bool(decay) and kind == "bl"
         self.v_proj = nn.Linear(d_model, n_heads * head_dim, bias=False)
         self.o_proj = nn.Linear(n_heads * head_dim, d_model, bias=False)
         if kind in ("bl", "diag", "reset", "linear"):
-            self.gate = nn.Linear(d_model, 2 * n_heads)          # (ℓ² or λ, r²) pre-activations
-            nn.init.normal_(self.gate.weight, std=0.02)
-            nn.init.constant_(self.gate.bias, _INV_SOFTPLUS_005)
+            n_out, bias = 2 * n_heads, _INV_SOFTPLUS_005             # (ℓ² or λ, r²) pre-activations
         elif kind == "delta":
-            self.gate = nn.Linear(d_model, n_heads)
-            nn.init.normal_(self.gate.weight, std=0.02)
-            nn.init.zeros_(self.gate.bias)                      # η = 1/2 at start, as reset's
+            n_out, bias = n_heads, 0.0                               # η = 1/2 at start, as reset's
         else:  # gla
-            self.gate = nn.Linear(d_model, n_heads * head_dim)   # key dim = head_dim for addresses
+            n_out, bias = n_heads * head_dim, 3.0                    # α ≈ sigmoid(3)^{1/16} ≈ 0.997
+        if gates == "token":
+            self.gate = nn.Linear(d_model, n_out)
             nn.init.normal_(self.gate.weight, std=0.02)
-            nn.init.constant_(self.gate.bias, 3.0)              # α ≈ sigmoid(3)^{1/16} ≈ 0.997: slow forgetting
+            nn.init.constant_(self.gate.bias, bias)
+        else:
+            self.gate_const = nn.Parameter(torch.full((n_out,), float(bias)))
+        if self.decay:
+            self.decay_gate = nn.Linear(d_model, n_heads)
+            nn.init.normal_(self.decay_gate.weight, std=0.02)
+            nn.init.constant_(self.decay_gate.bias, 4.0)            # α ≈ 0.982 at start
         self._bl_op = None
+
+    def gate_pre(self, h):
+        """The gates' pre-activations ``[B, T, n_out]`` (per token, or one constant per head)."""
+        if self.gates == "token":
+            return self.gate(h)
+        return self.gate_const.expand(*h.shape[:2], -1)
 
     def noise(self, h):
         """Per-token ``(ℓ² or λ, r²)``, each ``[B, T, H]``."""
-        g = self.gate(h)
+        g = self.gate_pre(h)
         a, b = g[..., :self.H], g[..., self.H:]
         return F.softplus(a), F.softplus(b) + 1e-4
 
-    def core(self, q, k, v, h):
-        """Run the recurrent core on ``q, k [B,T,H,D]``, ``v [B,T,H,m]``; ``h`` feeds the gates."""
+    def core(self, q, k, v, h, write_mask=None):
+        """Run the recurrent core on ``q, k [B,T,H,D]``, ``v [B,T,H,m]``; ``h`` feeds the gates.
+
+        ``write_mask [B, T, H]`` (None: every token writes): a token with False does
+        not write (BL: a missing observation, decay and process noise still apply;
+        reset/Delta: step size 0; linear attention: no write; GLA: decay only).  The
+        BL op takes the mask itself; the baseline cores get a zero write key there,
+        which is each family's "no write" (checked against the numpy filter).
+        """
         kind = self.kind
+        kw_ = k if write_mask is None else torch.where(write_mask[..., None], k, torch.zeros_like(k))
         if kind == "bl":
             l2, r2 = self.noise(h)
             if self._bl_op is None:
                 self._bl_op = resolve_bl_op()[0]
             kw = {"validate": False} if _accepts(self._bl_op, "validate") else {}
+            if write_mask is not None:
+                kw["write_mask"] = write_mask
+            if self.decay:
+                B, T, _ = h.shape
+                g = F.logsigmoid(self.decay_gate(h))[..., None].expand(B, T, self.H, q.shape[-1])
+                kw["g"] = g.to(q.dtype).contiguous()
             o, _ = self._bl_op(q, k, v, l2, r2, None, self.p0, **kw)
             return o
         if kind == "diag":
             l2, r2 = self.noise(h)
-            return R.diag_bl(q, k, v, l2.to(q.dtype), r2.to(q.dtype), self.p0, chunk_size=self.chunk)
+            return R.diag_bl(q, kw_, v, l2.to(q.dtype), r2.to(q.dtype), self.p0, chunk_size=self.chunk)
         if kind == "reset":
             l2, r2 = self.noise(h)
+            if self.reset_l2 is not None:
+                l2 = torch.full_like(l2, self.reset_l2)
             eta = R.reset_gain(l2.to(q.dtype), r2.to(q.dtype), k)
-            return R.chunk_delta(q, k, v, eta, chunk_size=self.chunk)[0]
+            return R.chunk_delta(q, kw_, v, eta, chunk_size=self.chunk)[0]
         if kind == "delta":
-            eta = torch.sigmoid(self.gate(h)).to(q.dtype)
-            return R.chunk_delta(q, k, v, eta, chunk_size=self.chunk)[0]
+            eta = torch.sigmoid(self.gate_pre(h)).to(q.dtype)
+            return R.chunk_delta(q, kw_, v, eta, chunk_size=self.chunk)[0]
         if kind == "linear":
             lam, r2 = self.noise(h)
             omega = (lam / (lam + r2)).to(q.dtype)
-            return R.additive(q, k, v, omega=omega)[0]
+            return R.additive(q, kw_, v, omega=omega)[0]
         # gla
         B, T, _ = h.shape
-        log_alpha = (F.logsigmoid(self.gate(h)) / 16.0).reshape(B, T, self.H, -1).to(q.dtype)
-        return R.additive(q, k, v, log_alpha=log_alpha)[0]
+        log_alpha = (F.logsigmoid(self.gate_pre(h)) / 16.0).reshape(B, T, self.H, -1).to(q.dtype)
+        return R.additive(q, kw_, v, log_alpha=log_alpha)[0]
 
-    def forward(self, h, keys):
+    def forward(self, h, keys, writes=None):
+        """``writes [B, T]`` bool (None: every token writes)."""
         B, T, _ = h.shape
         if keys.shape[-1] != self.m and self.kind == "gla":
             raise ValueError(f"gla needs address dim {keys.shape[-1]} == head_dim {self.m}")
         k = keys[:, :, None, :].expand(B, T, self.H, keys.shape[-1]).to(h.dtype)
         v = self.v_proj(h).reshape(B, T, self.H, self.m)
-        o = self.core(k, k, v, h)
+        wm = None if writes is None else writes[:, :, None].expand(B, T, self.H).contiguous()
+        o = self.core(k, k, v, h, wm)
         return self.o_proj(o.reshape(B, T, self.H * self.m).to(h.dtype))
 
 
@@ -163,21 +211,24 @@ class AddressBackbone(nn.Module):
     """The shared 2-layer, width-64, 4-head × 16 model of the BL learned tasks."""
 
     def __init__(self, d_in: int, n_classes: int, mixer: str, *, n_layers: int = 2, d_model: int = 64,
-                 n_heads: int = 4, head_dim: int = 16, p0: float = 1.0):
+                 n_heads: int = 4, head_dim: int = 16, p0: float = 1.0, gates: str = "token", reset_l2=None,
+                 decay: bool = False):
         super().__init__()
         self.mixer_kind = mixer
         self.inp = nn.Linear(d_in, d_model)
-        self.mixers = nn.ModuleList(AddressMixer(mixer, d_model, n_heads, head_dim, p0) for _ in range(n_layers))
+        self.mixers = nn.ModuleList(AddressMixer(mixer, d_model, n_heads, head_dim, p0, gates=gates,
+                                                 reset_l2=reset_l2, decay=decay) for _ in range(n_layers))
         self.norm1 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
         self.norm2 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
         self.mlps = nn.ModuleList(MLP(d_model) for _ in range(n_layers))
         self.out_norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, n_classes)
 
-    def forward(self, x, keys):
+    def forward(self, x, keys, writes=None):
+        """``writes [B, T]`` bool: which tokens write to the memories (None: all)."""
         h = self.inp(x)
         for mix, n1, n2, mlp in zip(self.mixers, self.norm1, self.norm2, self.mlps):
-            h = h + mix(n1(h), keys)
+            h = h + mix(n1(h), keys, writes)
             h = h + mlp(n2(h))
         return self.head(self.out_norm(h))
 
@@ -325,19 +376,32 @@ class FixedKeySwapModel(nn.Module):
     κ1 with ``β = 1``; the read is κ2 = softmax attention at a learned query
     ``q`` with a learned temperature, then a linear classifier.  Keys ``K``
     and values ``E`` are frozen buffers.
+
+    ``keys``: ``"random"`` (ours: random unit vectors, overlaps ≈ ±3/√d) or
+    ``"rounding_exact"`` (:func:`.data.rounding_exact_keys`: a key set on which
+    two-decimal rounding zeroes every cross term, with the ``β`` that keeps the
+    swap update an exact reflection).  ``kappa2``: the read, ``"softmax"`` or
+    ``"linear"`` (an exact read needs signed weights, which a softmax cannot give).
     """
 
-    def __init__(self, n: int, d: int = 128, kappa1: str = "round2", kappa2: str = "softmax"):
+    def __init__(self, n: int, d: int = 128, kappa1: str = "round2", kappa2: str = "softmax",
+                 keys: str = "random"):
         super().__init__()
-        from .data import near_orthogonal_keys
+        from . import data as Dt
 
         if kappa1 not in KAPPAS:
             raise ValueError(f"kappa1 must be one of {', '.join(KAPPAS)} (got {kappa1!r})")
         if kappa2 not in ("softmax", "linear"):
             raise ValueError(f"kappa2 must be softmax or linear (got {kappa2!r})")
-        self.kappa1, self.kappa2 = kappa1, kappa2
-        self.register_buffer("K", near_orthogonal_keys(n, d, seed=4321).float())
-        self.register_buffer("E", near_orthogonal_keys(n, d, seed=8765).float())
+        if keys not in ("random", "rounding_exact"):
+            raise ValueError(f"keys must be random or rounding_exact (got {keys!r})")
+        self.kappa1, self.kappa2, self.keys = kappa1, kappa2, keys
+        if keys == "random":
+            K, self.beta = Dt.near_orthogonal_keys(n, d, seed=4321), 1.0
+        else:
+            K, self.beta = Dt.rounding_exact_keys(n, d)
+        self.register_buffer("K", K.float())
+        self.register_buffer("E", Dt.near_orthogonal_keys(n, d, seed=8765).float())
         self.q = nn.Parameter(self.K[0].clone() + 0.01 * torch.randn(d))
         self.log_tau = nn.Parameter(torch.zeros(()))
         self.head = nn.Linear(d, n)
@@ -349,7 +413,7 @@ class FixedKeySwapModel(nn.Module):
         kb = torch.where(init[..., None], torch.zeros_like(ka), self.K[pos_b.clamp_min(0)])
         k = (ka - kb)[:, None]                                           # [B, 1, T, d]
         v = torch.where(init[..., None], self.E[elem.clamp_min(0)], torch.zeros_like(ka))[:, None]
-        beta = torch.ones(k.shape[:3], dtype=k.dtype, device=k.device)
+        beta = torch.full(k.shape[:3], self.beta, dtype=k.dtype, device=k.device)
         u = deltaformer_u(v, k, beta, self.kappa1)
         s = (k @ self.q)                                                 # [B, 1, T]
         if self.kappa2 == "softmax":

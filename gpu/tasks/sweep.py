@@ -18,13 +18,16 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from assocmem import validate as V
-from .train import task_def, run_name
+from .train import protocol_tag, resolve_protocol, task_def, run_name
 
 SEEDS = (0, 1, 2)
 
 
-def grid(task: str, models: Optional[Sequence[str]] = None, seeds: Optional[Sequence[int]] = None):
-    """The ``(task, model, seed)`` runs of the paper's grid, in priority order (seeds outer)."""
+def grid(task: str, models: Optional[Sequence[str]] = None, seeds: Optional[Sequence[int]] = None,
+         protocol: Optional[dict] = None):
+    """The ``(task, model, seed, protocol)`` runs of the paper's grid, in priority order (seeds outer).
+
+    ``protocol``: overrides of the task's protocol options for every run (checked here)."""
     td = task_def(task)
     models = list(td.models if models is None else models)
     for m in models:
@@ -33,7 +36,29 @@ def grid(task: str, models: Optional[Sequence[str]] = None, seeds: Optional[Sequ
     if seeds is None:
         # swap tracking: the paper shows single training curves
         seeds = (0,) if task == "swap_tracking" else SEEDS
-    return [(task, m, int(s)) for s in seeds for m in models]
+    pr = dict(protocol or {})
+    resolve_protocol(task, pr)                       # bad options fail before anything starts
+    if not pr:
+        return [(task, m, int(s)) for s in seeds for m in models]
+    # jobs stay hashable tuples: the options as sorted (key, value) pairs, lists as tuples
+    frozen = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pr.items()))
+    return [(task, m, int(s), frozen) for s in seeds for m in models]
+
+
+def job_protocol(job) -> dict:
+    """The protocol overrides of a job (``{}`` for the default protocol)."""
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in (job[3] if len(job) > 3 else ())}
+
+
+def job_name(job) -> str:
+    """The result file stem of a job ``(task, model, seed[, protocol])``."""
+    task, model, seed = job[:3]
+    return run_name(model, seed, protocol_tag(task, resolve_protocol(task, job_protocol(job))))
+
+
+def job_label(job) -> str:
+    name = job_name(job)
+    return f"{job[0]}:{name}"
 
 
 def _gpu_count() -> int:
@@ -56,7 +81,7 @@ def run_jobs(jobs, *, out: str | Path = "results", steps=None, batch_size=None, 
     """
     workers_per_device = V.count("workers_per_device", workers_per_device, 1)
     out = Path(out)
-    todo = [j for j in jobs if not (out / j[0] / f"{run_name(j[1], j[2])}.json").exists()]
+    todo = [j for j in jobs if not (out / j[0] / f"{job_name(j)}.json").exists()]
     if len(todo) < len(jobs):
         log(f"{len(jobs) - len(todo)} run(s) already have results, {len(todo)} to go")
     gpu_ids = list(range(_gpu_count())) if devices is None else list(devices)
@@ -71,10 +96,14 @@ def run_jobs(jobs, *, out: str | Path = "results", steps=None, batch_size=None, 
         free = [sl for sl in slots if sl not in running]
         while queue and free and (deadline is None or time.time() < deadline):
             sl = free.pop(0)
-            task, model, seed = queue.pop(0)
+            job = queue.pop(0)
+            task, model, seed = job[:3]
+            name = job_name(job)
             cmd = [sys.executable, "-m", "assocmem.gpu.tasks", "train", task, "--model", model,
                    "--seed", str(seed), "--out", str(out), "--resume", "--no-progress",
                    "--device", "cpu" if sl[0] is None else "cuda"]
+            for key, val in job_protocol(job).items():
+                cmd += ["--protocol", f"{key}={','.join(map(str, val)) if isinstance(val, list) else val}"]
             if steps is not None:
                 cmd += ["--steps", str(steps)]
             if batch_size is not None:
@@ -86,33 +115,33 @@ def run_jobs(jobs, *, out: str | Path = "results", steps=None, batch_size=None, 
             if sl[0] is not None:
                 env["CUDA_VISIBLE_DEVICES"] = str(sl[0])
             (out / task).mkdir(parents=True, exist_ok=True)
-            fh = open(out / task / f"{run_name(model, seed)}.log", "w")
+            fh = open(out / task / f"{name}.log", "w")
             proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT)
-            running[sl] = (proc, task, model, seed, time.perf_counter(), fh)
-            log(f"start {task}:{model}:s{seed} on {'cpu' if sl[0] is None else f'cuda:{sl[0]}'}")
+            running[sl] = (proc, task, model, seed, name, time.perf_counter(), fh)
+            log(f"start {task}:{name} on {'cpu' if sl[0] is None else f'cuda:{sl[0]}'}")
         if deadline is not None and time.time() >= deadline and queue:
-            log(f"deadline: {len(queue)} run(s) not started: " + ", ".join(f"{t}:{m}:s{s}" for t, m, s in queue))
+            log(f"deadline: {len(queue)} run(s) not started: " + ", ".join(job_label(j) for j in queue))
             queue = []
         if kill_at is not None and time.time() >= kill_at:
-            for sl, (proc, task, model, seed, t0, fh) in running.items():
+            for sl, (proc, task, model, seed, name, t0, fh) in running.items():
                 if proc.poll() is None:
                     proc.terminate()
-                    log(f"killed at the time limit: {task}:{model}:s{seed}")
+                    log(f"killed at the time limit: {task}:{name}")
             for proc, *_ in running.values():
                 proc.wait()
             kill_at = None
         time.sleep(0.2)
-        for sl, (proc, task, model, seed, t0, fh) in list(running.items()):
+        for sl, (proc, task, model, seed, name, t0, fh) in list(running.items()):
             rc = proc.poll()
             if rc is None:
                 continue
             fh.close()
             dt = time.perf_counter() - t0
-            records.append({"task": task, "model": model, "seed": seed, "device": sl[0], "rc": rc,
+            records.append({"task": task, "model": model, "seed": seed, "name": name, "device": sl[0], "rc": rc,
                             "seconds": round(dt, 1)})
-            log(f"{'done' if rc == 0 else f'FAILED (rc {rc})'} {task}:{model}:s{seed} in {dt:.1f}s")
+            log(f"{'done' if rc == 0 else f'FAILED (rc {rc})'} {task}:{name} in {dt:.1f}s")
             if rc != 0:
-                log("  " + _last_line(out / task / f"{run_name(model, seed)}.log"))
+                log("  " + _last_line(out / task / f"{name}.log"))
             del running[sl]
     return records
 
@@ -127,6 +156,6 @@ def _last_line(path) -> str:
     return lines[-1][-300:] if lines else "(empty log)"
 
 
-def sweep(task: str, *, models=None, seeds=None, **kw) -> list[dict]:
+def sweep(task: str, *, models=None, seeds=None, protocol=None, **kw) -> list[dict]:
     """Run one task's grid (see :func:`grid` and :func:`run_jobs`)."""
-    return run_jobs(grid(task, models, seeds), **kw)
+    return run_jobs(grid(task, models, seeds, protocol), **kw)

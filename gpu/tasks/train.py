@@ -72,29 +72,157 @@ TASK_DEFS = {
 }
 
 
+# ---------------------------------------------------------------------------
+# protocol: every choice the papers leave open, named, defaulted and recorded
+# ---------------------------------------------------------------------------
+def _bool(name, v):
+    if isinstance(v, bool):
+        return v
+    t = str(v).strip().lower()
+    if t in ("1", "true", "yes", "on"):
+        return True
+    if t in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"protocol {name} must be true or false (got {v!r})")
+
+
+def _pos_float_or_none(name, v):
+    if v is None or str(v).strip().lower() in ("none", "learned", ""):
+        return None
+    return _pos_float(name, v)
+
+
+def _pos_float(name, v):
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"protocol {name} must be a number (got {v!r})") from None
+    if not (x > 0 and math.isfinite(x)):
+        raise ValueError(f"protocol {name} must be a finite number > 0 (got {v!r})")
+    return x
+
+
+def _int_in(lo, hi):
+    def conv(name, v):
+        try:
+            x = int(str(v))
+        except ValueError:
+            raise ValueError(f"protocol {name} must be an integer (got {v!r})") from None
+        if not lo <= x <= hi:
+            raise ValueError(f"protocol {name} must lie in [{lo}, {hi}] (got {x})")
+        return x
+    return conv
+
+
+def _choice(*options):
+    def conv(name, v):
+        if v not in options:
+            raise ValueError(f"protocol {name} must be one of {', '.join(options)} (got {v!r})")
+        return v
+    return conv
+
+
+def _int_list(name, v):
+    items = v if isinstance(v, (list, tuple)) else str(v).replace(";", ",").split(",")
+    try:
+        out = [int(x) for x in items if str(x).strip()]
+    except ValueError:
+        raise ValueError(f"protocol {name} must be comma-separated integers (got {v!r})") from None
+    if not out or any(x < 8 or x > 1024 for x in out):
+        raise ValueError(f"protocol {name} needs integers in [8, 1024] (got {v!r})")
+    return out
+
+
+_ADDRESS_PROTOCOL = {
+    # name: (default, converter, what it means)
+    "queries_write": (False, _bool, "query tokens also write to the memory (ours before issue 14; the BL "
+                                    "design model's read-out is not an observation, so the default is false)"),
+    "p0": (1.0, _pos_float, "prior covariance scale P0 = p0 I of the BL-family mixers"),
+    "gates": ("token", _choice("token", "head"), "noise/step gates per token from the hidden state (ours) or "
+                                                  "one learned constant per head (the paper's main text)"),
+    "reset_l2": (None, _pos_float_or_none, "reset mixer's process noise: learned (None) or fixed (App. E.5.5: 0.05)"),
+    "n_layers": (2, _int_in(1, 8), "mixer layers of the backbone (paper: 2)"),
+    "bl_decay": (False, _bool, "BL mixer with a learned per-token decay alpha = sigmoid(.) (paper: A = I)"),
+}
+PROTOCOL = {
+    "collision_recall": {**_ADDRESS_PROTOCOL,
+                         "opening_rounds": (0, _int_in(0, 4), "rounds writing every identity once before the "
+                                                              "target rounds (the App. E.4 run opens with two)")},
+    "random_keys": {**_ADDRESS_PROTOCOL,
+                    "train_n": ([16, 32, 48, 64], _int_list, "numbers of writes per training sequence (paper: "
+                                                             "16, 32, 48, 64, i.e. n/D <= 4)")},
+    "swap_tracking": {
+        "queries_write": (True, _bool, "fixed: every token is a swap, which must write before it is read"),
+        "d_model": (128, _int_in(8, 1024), "width of the Transformer / DeltaFormer models"),
+        "stress_keys": ("random", _choice("random", "rounding_exact"),
+                        "stress test keys: random unit vectors (ours) or a construction on which two-decimal "
+                        "rounding acts exactly (issue 14)"),
+        "stress_read": ("softmax", _choice("softmax", "linear"), "stress test read-out kappa2"),
+        "curriculum_keys": ("unit", _choice("unit", "raw"),
+                            "curriculum DeltaFormer: unit keys with beta in (0, 2) (ours) or raw keys with "
+                            "beta in (0, 1) (the paper-like parameterisation)"),
+    },
+}
+
+
+def resolve_protocol(task: str, overrides: Optional[dict] = None) -> dict:
+    """The full protocol of a run: the task's defaults with ``overrides`` applied and checked.
+
+    ``overrides`` maps option names to values (or their text, as the CLI's
+    ``--protocol KEY=VALUE`` gives them).  Unknown names and bad values raise a
+    ``ValueError`` naming the option.
+    """
+    spec = PROTOCOL[V.choice("task", task, TASKS)]
+    out = {k: d for k, (d, _, _) in spec.items()}
+    for k, v in (overrides or {}).items():
+        if k not in spec:
+            raise ValueError(f"protocol: {task} has no option {k!r} (options: {', '.join(spec)})")
+        out[k] = spec[k][1](k, v)
+    if task == "swap_tracking" and not out["queries_write"]:
+        raise ValueError("protocol queries_write: swap tracking's query tokens are the swaps themselves; "
+                         "they must write")
+    return out
+
+
+def protocol_tag(task: str, protocol: dict) -> str:
+    """The options that differ from the task's defaults, as a file-name tag ('' for the default protocol)."""
+    spec = PROTOCOL[task]
+    parts = []
+    for k, (d, _, _) in spec.items():
+        v = protocol.get(k, d)
+        if v != d:
+            txt = ",".join(str(x) for x in v) if isinstance(v, list) else str(v).lower()
+            parts.append(f"{k}-{txt.replace(',', '.')}")
+    return "__".join(parts)
+
+
 def task_def(task: str) -> TaskDef:
     V.choice("task", task, TASKS)
     return TASK_DEFS[task]
 
 
-def build_model(task: str, model: str) -> torch.nn.Module:
+def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch.nn.Module:
     td = task_def(task)
     if model not in td.models:
         raise ValueError(f"model for {task} must be one of {', '.join(td.models)} (got {model!r})")
-    if task == "collision_recall":
-        return Mo.AddressBackbone(Dt.COLLISION_FEATURES, 2 * Dt.COLLISION_PAIRS, model)
-    if task == "random_keys":
-        return Mo.AddressBackbone(Dt.RK_FEATURES, Dt.RK_LABELS, model)
+    pr = resolve_protocol(task, None) if protocol is None else protocol
+    if task in ("collision_recall", "random_keys"):
+        d_in, n_cls = ((Dt.COLLISION_FEATURES, 2 * Dt.COLLISION_PAIRS) if task == "collision_recall"
+                       else (Dt.RK_FEATURES, Dt.RK_LABELS))
+        return Mo.AddressBackbone(d_in, n_cls, model, n_layers=pr["n_layers"], p0=pr["p0"], gates=pr["gates"],
+                                  reset_l2=pr["reset_l2"], decay=pr["bl_decay"])
     if model.startswith("stress-"):
         _, kappa, n = model.split("-")
-        return Mo.FixedKeySwapModel(int(n), 128, kappa1=kappa)
+        return Mo.FixedKeySwapModel(int(n), 128, kappa1=kappa, kappa2=pr["stress_read"], keys=pr["stress_keys"])
     if is_curriculum_model(model):
         # a 1-layer DeltaFormer (κ2 softmax); "nope": no position encoding anywhere; unit keys in κ1
         # (lengths up to 256: with raw keys the u-recursion overflows at init) and β ∈ (0, 2)
         # (with unit keys β < 1 cannot learn the swaps); see AttentionLayer
         _, kappa, pos = model.split("-")
-        return Mo.swap_model(f"deltaformer-{kappa}", pos=pos, key_norm=True, beta_max=CURRICULUM_BETA_MAX)
-    return Mo.swap_model(model)
+        unit = pr["curriculum_keys"] == "unit"
+        return Mo.swap_model(f"deltaformer-{kappa}", pos=pos, key_norm=unit,
+                             beta_max=CURRICULUM_BETA_MAX if unit else 1.0, d_model=pr["d_model"])
+    return Mo.swap_model(model, d_model=pr["d_model"])
 
 
 # ---------------------------------------------------------------------------
@@ -104,16 +232,19 @@ def _to(batch, device):
     return type(batch)(*(x.to(device, non_blocking=True) for x in batch))
 
 
-def sample_train(task: str, model: str, batch_size: int, gen: torch.Generator, length: Optional[int] = None):
+def sample_train(task: str, model: str, batch_size: int, gen: torch.Generator, length: Optional[int] = None,
+                 protocol: Optional[dict] = None):
     """One training batch; ``length`` overrides the swap-tracking length (the curriculum's current stage)."""
     td = TASK_DEFS[task]
+    pr = resolve_protocol(task, None) if protocol is None else protocol
     if task == "collision_recall":
         nfs = td.train_settings["n_f"]
         n_f = nfs[int(torch.randint(0, len(nfs), (1,), generator=gen))]
         return Dt.collision_batch(batch_size, n_f=n_f, n_b=td.train_settings["n_b"],
-                                  rho_range=tuple(td.train_settings["rho_range"]), generator=gen)
+                                  rho_range=tuple(td.train_settings["rho_range"]), n_open=pr["opening_rounds"],
+                                  generator=gen)
     if task == "random_keys":
-        ns = td.train_settings["n"]
+        ns = pr["train_n"]
         n = ns[int(torch.randint(0, len(ns), (1,), generator=gen))]
         return Dt.random_keys_batch(batch_size, n=n, generator=gen)
     if model.startswith("stress-"):
@@ -122,10 +253,15 @@ def sample_train(task: str, model: str, batch_size: int, gen: torch.Generator, l
                          length=td.train_settings["length"] if length is None else length, generator=gen)
 
 
-def forward(net, task: str, batch):
-    """Logits ``[B, T, C]`` and labels ``[B, T]`` for any task batch."""
+def forward(net, task: str, batch, protocol: Optional[dict] = None):
+    """Logits ``[B, T, C]`` and labels ``[B, T]`` for any task batch.
+
+    BL tasks: unless the protocol's ``queries_write`` is true, the query tokens do
+    not write (``writes = ~is_query``; the WRITE/QUERY flag of the input).
+    """
     if task in ("collision_recall", "random_keys"):
-        return net(batch.x, batch.keys), batch.labels
+        qw = False if protocol is None else protocol["queries_write"]
+        return net(batch.x, batch.keys, None if qw else ~batch.is_query), batch.labels
     if isinstance(batch, Dt.SwapStressBatch):
         return net(batch.pos_a, batch.pos_b, batch.elem), batch.labels
     return net(batch.tokens), batch.labels
@@ -145,7 +281,7 @@ def loss_and_acc(logits, labels):
 # evaluation
 # ---------------------------------------------------------------------------
 @torch.no_grad()
-def _batched(net, task, make, n_seqs: int, chunk: int, device):
+def _batched(net, task, make, n_seqs: int, chunk: int, device, protocol: Optional[dict] = None):
     """Run ``make(b, gen)`` batches (fixed test generator) and concatenate per-token outputs."""
     gen = torch.Generator().manual_seed(EVAL_SEED)
     outs = []
@@ -153,19 +289,21 @@ def _batched(net, task, make, n_seqs: int, chunk: int, device):
     while done < n_seqs:
         b = min(chunk, n_seqs - done)
         batch = make(b, gen)
-        logits, _ = forward(net, task, _to(batch, device))
+        logits, _ = forward(net, task, _to(batch, device), protocol)
         outs.append((batch, logits.float().cpu()))
         done += b
     return outs
 
 
-def evaluate(net, task: str, model: str, settings: dict, device, chunk: int = 64) -> dict:
+def evaluate(net, task: str, model: str, settings: dict, device, chunk: int = 64,
+             protocol: Optional[dict] = None) -> dict:
     net.eval()
+    pr = resolve_protocol(task, None) if protocol is None else protocol
     try:
         if task == "collision_recall":
-            return _eval_collision(net, settings, device, chunk)
+            return _eval_collision(net, settings, device, chunk, pr)
         if task == "random_keys":
-            return _eval_random_keys(net, settings, device, chunk)
+            return _eval_random_keys(net, settings, device, chunk, pr)
         return _eval_swap(net, model, settings, device, chunk)
     finally:
         net.train()
@@ -212,13 +350,14 @@ def _merge(parts):
     return out
 
 
-def _eval_collision(net, s, device, chunk):
+def _eval_collision(net, s, device, chunk, pr):
     res = {"writes": [], "overlap": []}
     n = s["n_seqs"]
 
     def run(n_f, rho):
         outs = _batched(net, "collision_recall",
-                        lambda b, g: Dt.collision_batch(b, n_f=n_f, rho=rho, generator=g), n, chunk, device)
+                        lambda b, g: Dt.collision_batch(b, n_f=n_f, rho=rho, n_open=pr["opening_rounds"], generator=g),
+                        n, chunk, device, pr)
         if len(outs) == 1:
             return collision_metrics(*outs[0])
         # concatenate along the batch for an exact pooled standard error
@@ -232,11 +371,34 @@ def _eval_collision(net, s, device, chunk):
     return res
 
 
-def _eval_random_keys(net, s, device, chunk):
+def calibrated_ce(logits: torch.Tensor, labels: torch.Tensor, n_grid: int = 121) -> dict:
+    """Cross-entropy after a fitted temperature (a calibration diagnostic, BL Fig. 7's y-axis).
+
+    The temperature ``τ`` (logits / τ) is chosen on the first half of the rows
+    from a log grid over [1/20, 20] and the cross-entropy is reported on the
+    second half, so a model whose only fault is over- or under-confidence gets
+    its accuracy-limited cross-entropy back.  Returns ``{"temperature", "ce_cal",
+    "ce_raw_half"}`` (the last: the uncalibrated CE of the same held-out half).
+    """
+    n = logits.shape[0]
+    if n < 2:
+        raise ValueError(f"calibrated_ce needs at least 2 rows (got {n})")
+    fit, held = slice(0, n // 2), slice(n // 2, n)
+    temps = torch.logspace(math.log10(0.05), math.log10(20.0), n_grid, dtype=torch.float64)
+    lg = logits.double()
+
+    def ce(rows, tau):
+        return F.cross_entropy(lg[rows] / tau, labels[rows])
+
+    best = min(temps.tolist(), key=lambda t: float(ce(fit, t)))
+    return {"temperature": best, "ce_cal": float(ce(held, best)), "ce_raw_half": float(ce(held, 1.0))}
+
+
+def _eval_random_keys(net, s, device, chunk, pr):
     res = []
     for n in s["n"]:
         outs = _batched(net, "random_keys", lambda b, g: Dt.random_keys_batch(b, n=n, generator=g),
-                        s["n_seqs"], chunk, device)
+                        s["n_seqs"], chunk, device, pr)
         logits = torch.cat([o[1] for o in outs])
         labels = torch.cat([o[0].labels for o in outs])
         mask = labels != Dt.IGNORE
@@ -244,7 +406,8 @@ def _eval_random_keys(net, s, device, chunk):
         acc = (logits[mask].argmax(-1) == labels[mask]).double()
         res.append({"n": n, "n_over_D": n / Dt.RK_D, "ce": float(ce.mean()),
                     "ce_se": float(ce.std() / math.sqrt(ce.numel())), "acc": float(acc.mean()),
-                    "acc_se": float(acc.std() / math.sqrt(acc.numel()))})
+                    "acc_se": float(acc.std() / math.sqrt(acc.numel())),
+                    **calibrated_ce(logits[mask], labels[mask])})
     return {"crowding": res}
 
 
@@ -295,15 +458,22 @@ def device_name(device: torch.device) -> str:
     return f"cpu ({platform.processor() or platform.machine()})"
 
 
-def run_name(model: str, seed: int) -> str:
-    return f"{model}_s{seed}"
+def run_name(model: str, seed: int, tag: str = "") -> str:
+    """``MODEL_sSEED`` for the default protocol, ``MODEL__OPTION-VALUE..._sSEED`` otherwise."""
+    return f"{model}{'__' + tag if tag else ''}_s{seed}"
 
 
 def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, batch_size: Optional[int] = None,
           device: str = "cuda", out: str | Path = "results", resume: bool = False, eval_mode: str = "auto",
           ckpt_every: int = 500, log_every: int = 25, progress: bool = True,
-          eval_chunk: Optional[int] = None, curriculum: Optional[Cu.CurriculumSchedule] = None) -> dict:
+          eval_chunk: Optional[int] = None, curriculum: Optional[Cu.CurriculumSchedule] = None,
+          protocol: Optional[dict] = None) -> dict:
     """Train one model on one task and write its JSON result; returns the result dict.
+
+    ``protocol``: overrides of the task's protocol options (:data:`PROTOCOL`,
+    e.g. ``{"queries_write": True}``); the full resolved protocol is recorded in
+    the result's ``protocol`` block, and a non-default one tags the file name
+    (:func:`run_name`).
 
     ``curriculum``: the length schedule of a ``curriculum-*``/``direct-*`` swap
     model (default :func:`curriculum.schedule_for`, the paper's 32 → 256).
@@ -312,6 +482,7 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
     if model not in td.models:
         raise ValueError(f"model for {task} must be one of {', '.join(td.models)} (got {model!r})")
     seed = V.count("seed", seed, 0)
+    pr = resolve_protocol(task, protocol)
     is_cur = is_curriculum_model(model)
     if curriculum is not None and not is_cur:
         raise ValueError(f"curriculum: only the curriculum-*/direct-* swap models take a schedule (got {model!r})")
@@ -334,11 +505,11 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
         eval_chunk = 256 if dev.type == "cuda" else 64
     out_dir = Path(out) / task
     out_dir.mkdir(parents=True, exist_ok=True)
-    name = run_name(model, seed)
+    name = run_name(model, seed, protocol_tag(task, pr))
     ckpt_path = out_dir / f"{name}.ckpt.pt"
 
     torch.manual_seed(seed)
-    net = build_model(task, model).to(dev)
+    net = build_model(task, model, pr).to(dev)
     opt = torch.optim.AdamW(net.parameters(), lr=3e-4, weight_decay=1e-4)
     gen = torch.Generator().manual_seed(seed)
     step0, curve, wall_before = 0, [], 0.0
@@ -380,8 +551,8 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
 
     for step in range(step0, steps):
         length = sched.length if sched is not None else None
-        batch = _to(sample_train(task, model, batch_size, gen, length=length), dev)
-        logits, labels = forward(net, task, batch)
+        batch = _to(sample_train(task, model, batch_size, gen, length=length, protocol=pr), dev)
+        logits, labels = forward(net, task, batch, pr)
         loss, acc = loss_and_acc(logits, labels)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -443,7 +614,7 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
             if eval_mode == "full":
                 lengths.append(2 * sched.lengths[-1])
             settings = {**settings, "lengths": sorted(set(lengths)), "train_length": sched.lengths[-1]}
-        ev = evaluate(net, task, model, settings, dev, chunk=eval_chunk)
+        ev = evaluate(net, task, model, settings, dev, chunk=eval_chunk, protocol=pr)
     eval_s = time.perf_counter() - t1
 
     from assocmem.provenance import provenance
@@ -462,6 +633,7 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
         {"n_elems": td.train_settings["n_elems"], "curriculum": sched.config(), "switches": sched.switches,
          "final_stage": sched.stage, "final_length": sched.length,
          "deltaformer": {"key_norm": True, "beta_max": CURRICULUM_BETA_MAX}},
+        "protocol": pr,
         "eval_mode": eval_mode,
         "n_params": sum(p.numel() for p in net.parameters() if p.requires_grad),
         "curve": curve, "eval": ev, "provenance": provenance(extra),

@@ -41,8 +41,8 @@ def make_inputs():
     return _make
 
 
-def _numpy_reference(x, p0=1.0):
-    """Run ``numerics.bl_filter`` (float64) on fla-layout torch inputs."""
+def _numpy_reference(x, p0=1.0, write_mask=None):
+    """Run ``numerics.bl_filter`` (float64) on fla-layout torch inputs (``write_mask [B, T, H]``)."""
     from assocmem.numerics.bl_filter import bl_filter
 
     def bh(t, tail=1):  # [B, T, H, ...] -> [B, H, T, ...]
@@ -59,6 +59,8 @@ def _numpy_reference(x, p0=1.0):
         kw["p0"] = P0
     else:
         kw["p0"] = p0
+    if write_mask is not None:
+        kw["write_mask"] = np.swapaxes(write_mask.numpy(), 1, 2)
     r2 = x["r2"].detach().double().numpy()
     r2 = np.moveaxis(r2, 2, 1) if G > 1 else np.swapaxes(r2, 1, 2)
     tr = bl_filter(bh(x["k"]), bh(x["v"]), bh(x["q"]), l2=np.swapaxes(x["l2"].detach().double().numpy(), 1, 2),
