@@ -81,14 +81,14 @@ def issue14():
     jobs += grid("random_keys", core, [0], {"train_n": [16, 32, 64, 128, 256]})
     for pr in ({"gates": "head"}, {"n_layers": 1}):
         jobs += grid("collision_recall", core, [1], pr)
-    jobs += grid("swap_tracking", ["stress-round2-512", "stress-linear-512"], [0], {"stress_keys": "rounding_exact"})
-    jobs += grid("swap_tracking", ["stress-round2-512", "stress-linear-512"], [0],
-                 {"stress_keys": "rounding_exact", "stress_read": "linear"})
     jobs += grid("swap_tracking", ["stress-round2-512"], [0], {"stress_read": "linear"})
     for d in (32, 64):
         jobs += grid("swap_tracking", ["transformer-1", "transformer-2", "transformer-4", "transformer-8"], [0],
                      {"d_model": d})
     jobs += grid("swap_tracking", ["curriculum-round2-nope", "direct-round2-nope"], [0], {"curriculum_keys": "raw"})
+    jobs += grid("swap_tracking", ["stress-round2-512", "stress-linear-512"], [0], {"stress_keys": "rounding_exact"})
+    jobs += grid("swap_tracking", ["stress-round2-512", "stress-linear-512"], [0],
+                 {"stress_keys": "rounding_exact", "stress_read": "linear"})
     return jobs
 
 
