@@ -576,6 +576,14 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
             if length is not None:
                 rec["length"] = length          # Fig. 6's axis: accuracy at the current training length
             if not math.isfinite(rec["loss"]):
+                # a diverged run is a result too (e.g. the paper-like raw-key DeltaFormer overflowing):
+                # record it, with its protocol and curve, then fail the run
+                curve.append(rec)
+                from assocmem.provenance import provenance
+                bad = {"task": task, "model": model, "seed": seed, "steps": steps, "batch_size": batch_size,
+                       "status": "diverged", "diverged_at_step": step + 1, "protocol": pr, "curve": curve,
+                       "eval": {}, "provenance": provenance({"device": device_name(dev), "seed": seed})}
+                (out_dir / f"{name}.json").write_text(json.dumps(bad, indent=1), encoding="utf-8")
                 raise FloatingPointError(f"{task}:{model}: loss became {rec['loss']} at step {step + 1}")
             curve.append(rec)
             loss_sum.zero_()
