@@ -399,7 +399,8 @@ class FixedKeySwapModel(nn.Module):
         if keys == "random":
             K, self.beta = Dt.near_orthogonal_keys(n, d, seed=4321), 1.0
         else:
-            K, self.beta = Dt.rounding_exact_keys(n, d)
+            rk = Dt.rounding_exact_keys(n, d)
+            K, self.beta = rk.keys, rk.beta
         self.register_buffer("K", K.float())
         self.register_buffer("E", Dt.near_orthogonal_keys(n, d, seed=8765).float())
         self.q = nn.Parameter(self.K[0].clone() + 0.01 * torch.randn(d))
