@@ -166,8 +166,8 @@ def dimension_constant(eps) -> mp.mpf:
 # 5. *Scaled keys*: with keys ``c k̂``, ``round(c² x, 2) = rint(100 c² x)/100``;
 #    ``c² = 1/100`` turns it into ``rint(x)/100`` and ``β = 100`` into ``rint(x)``:
 #    Theorem 1's kernel on the unit keys ``k̂`` (which need ``ε < 1/8``).
-# 6. *Structured keys*: ``B`` mutually unbiased bases of ``C^D`` (inner products
-#    in ``{±1, ±i}/√D``, a ``Z_4`` Gauss sum), basis ``b`` rotated by
+# 6. *Structured keys*: ``B`` mutually unbiased bases of ``C^D``, ``D = 4^k``
+#    (inner products in ``{±1, ±i}/√D``, a ``Z_4`` Gauss sum), basis ``b`` rotated by
 #    ``e^{iπb/(2B)}`` and realified to ``R^{2D}``: coherence ``cos(π/(2B))/√D``;
 #    ``D = 64, B = 4``: 512 keys in ``R^128`` at ``cos(π/8)/8 ≈ 0.1155 < 1/8``.
 # 7. *Reads*: with the exact ``u``'s the read at ``k_c`` must weight a swap
@@ -315,7 +315,9 @@ def gauss_sum_lemma(m: int = 3):
     the structured keys: for every symmetric 0/1 ``S`` (``m × m``) and every
     ``b ∈ GF(2)^m``, ``|Σ_x i^{xᵀSx} (−1)^{bᵀx}|² = 2^m`` when ``S`` is
     nonsingular mod 2 (so two such bases, or one and the standard basis, are
-    unbiased).  Returns ``(number of (S, b) checked, failures)``."""
+    unbiased), and the sum is ``±2^{m/2}`` or ``±i 2^{m/2}`` for even ``m``
+    (``2^{(m−1)/2}(±1 ± i)`` for odd ``m``).  Returns
+    ``(number of (S, b) checked, failures)``."""
     xs = list(product((0, 1), repeat=m))
     checked, bad = 0, []
     tri = [(i, j) for i in range(m) for j in range(i, m)]
@@ -333,7 +335,13 @@ def gauss_sum_lemma(m: int = 3):
                 sgn = (-1) ** (sum(bi * xi for bi, xi in zip(b, x)) % 2)
                 tot += sgn * sp.I ** q
             checked += 1
-            if sp.expand(tot * sp.conjugate(tot)) != 2 ** m:
+            tot = sp.expand(tot)
+            re_, im_ = sp.re(tot), sp.im(tot)
+            if m % 2 == 0:
+                phase_ok = {abs(re_), abs(im_)} == {0, 2 ** (m // 2)}
+            else:
+                phase_ok = abs(re_) == abs(im_) == 2 ** ((m - 1) // 2)
+            if sp.expand(tot * sp.conjugate(tot)) != 2 ** m or not phase_ok:
                 bad.append((tuple(S), b))
     return checked, bad
 

@@ -3,7 +3,7 @@ rounding table, the structured keys' coherence, the nonnegative-read obstruction
 import mpmath as mp
 import pytest
 import sympy as sp
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from assocmem.theory import am_swap as S
@@ -50,15 +50,20 @@ def test_round2_cannot_be_exact_on_unit_keys_beyond_d():
 
 @settings(max_examples=40)
 @given(st.integers(1, 600), st.sampled_from(["0.005", "0.01", "0.05", "0.1"]))
+@example(316, "0.05")           # threshold exactly 1501: the bound equals 0.05 there
 def test_welch_min_n_is_minimal(d, delta):
     n0 = S.welch_min_n(d, delta)
-    dl = mp.mpf(delta)
+    dl = sp.Rational(delta)
+
+    def sq(n):          # the squared bound, exactly
+        return sp.Rational(n - d, d * (n - 1)) if n > d else 0
+
     if n0 is None:
         assert d * dl ** 2 >= 1
         return
-    assert S.welch_bound(n0, d) >= dl
+    assert sq(n0) >= dl ** 2
     if n0 - 1 >= 2:
-        assert S.welch_bound(n0 - 1, d) < dl
+        assert sq(n0 - 1) < dl ** 2
 
 
 def test_scaled_rounding():
