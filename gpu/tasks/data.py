@@ -308,3 +308,113 @@ def no_tracking_accuracy(n: int, length: int) -> float:
     r = 1.0 - 2.0 / (n - 1)
     geo = r * (1.0 - r ** length) / (1.0 - r) if r != 0.0 else 0.0
     return 1.0 / n + (1.0 - 1.0 / n) * geo / length
+
+
+# ---------------------------------------------------------------------------
+# swap stress: keys on which two-decimal rounding is Theorem 1's exact kernel
+# ---------------------------------------------------------------------------
+ROUND2_KEY_SCALE = 0.1      # keys c·k̂ with c² = 1/100: round(s, 2) = rint(k̂ᵀq̂)/100
+ROUND2_BETA = 100.0         # β = 1/c²: β·round2 = rint, the exact kernel
+
+
+class RoundingExactKeys(NamedTuple):
+    keys: torch.Tensor        # [n, d] c·k̂ (feed these to the κ1 = round2 recursion)
+    beta: float               # β to use with them (100)
+    unit_keys: torch.Tensor   # [n, d] k̂
+    max_overlap: float        # max_{i≠j} |k̂_iᵀk̂_j| (float64), < 1/8
+    bound: float              # its exact value cos(π/(2B))/√(d/2), B = ⌈n/d⌉ (0 for B = 1)
+
+
+def _gf2_nonsingular(rows: list, m: int) -> bool:
+    """Rows as ``m``-bit integers; True iff the matrix is invertible over GF(2)."""
+    rows = list(rows)
+    for c in range(m):
+        bit = 1 << c
+        piv = next((r for r in range(c, m) if rows[r] & bit), None)
+        if piv is None:
+            return False
+        rows[c], rows[piv] = rows[piv], rows[c]
+        rows = [r ^ rows[c] if (i != c and r & bit) else r for i, r in enumerate(rows)]
+    return True
+
+
+def _sym_bits(S: torch.Tensor) -> list:
+    m = S.shape[0]
+    return [int(sum(int(S[i, j]) << j for j in range(m))) for i in range(m)]
+
+
+def rounding_exact_keys(n: int, d: int = 128, seed: int = 0, dtype=torch.float32) -> RoundingExactKeys:
+    """``n`` keys in ``R^d`` on which ``round(s, 2)`` with ``β = 100`` is the exact
+    integer-rounding kernel of Theorem 1 (AM App. E) for the stress test.
+
+    Unit keys ``k̂``: ``B = ⌈n/d⌉`` mutually unbiased bases of ``C^{d/2}``
+    (``d/2 = 4^k``, so the ``Z_4`` Gauss sums are ``±√(d/2)`` or ``±i√(d/2)``) — the
+    standard basis and ``z_S[x] = i^{xᵀSx} (−1)^{aᵀx} / √(d/2)`` for symmetric
+    0/1 ``S`` with pairwise differences nonsingular mod 2 (``0``, ``I``, then
+    seeded random ones) — basis ``b`` rotated by ``e^{iπb/(2B)}``, and each
+    complex vector ``z`` realified as ``(Re z, Im z)`` and ``(Re iz, Im iz)``.
+    Every overlap is 0 or ``cos(θ)/√(d/2)`` with ``θ`` a nonzero multiple of
+    ``π/(2B)`` mod ``π/2``: coherence ``cos(π/(2B))/√(d/2)`` — at ``d = 128``:
+    0 (``n ≤ 128``), 0.0884 (``n ≤ 256``), 0.108 (``≤ 384``), 0.1155 (``≤ 512``).
+    ``seed`` permutes the keys and applies a signed coordinate permutation
+    (overlaps unchanged).  Built in float64, returned as ``dtype``; the
+    construction needs ``d = 2·4^k`` and coherence < 1/8 (``ValueError``
+    otherwise: e.g. ``d = 32`` gives ``cos(π/4)/4 > 1/8`` at ``n > 32``; the
+    numpy layer's ``incoherent_keys`` covers other sizes).
+
+    Why it works: the similarities the recursion and the read evaluate are
+    ``(±k_a ± k_b)ᵀ(±k_c ± k_d)``; on ``k̂`` they are within ``4ε < 1/2`` of their
+    ideal integers, and ``round(0.01 x, 2) = rint(x)/100``.
+    """
+    n = V.count("n", n, 2)
+    d = V.count("d", d, 2)
+    D = d // 2
+    m = D.bit_length() - 1
+    if d % 2 or D & (D - 1) or m % 2:
+        raise ValueError(f"d must be 2·4^k (2, 8, 32, 128, 512, …) (got {d})")
+    B = -(-n // d)
+    if B > 1 and m == 0:
+        raise ValueError("d = 2 holds at most 2 orthonormal keys")
+    bound = math.cos(math.pi / (2 * B)) / math.sqrt(D) if B > 1 else 0.0
+    if B > 1 and not bound < 0.125 - 1e-9:
+        raise ValueError(f"n={n}, d={d}: the structured keys have coherence {bound:.4g}, not below 1/8")
+    if B - 1 > 2 ** m:
+        raise ValueError(f"n={n} needs {B} unbiased bases; at most {2 ** m + 1} exist here")
+    gen = torch.Generator().manual_seed(seed)
+    # symmetric matrices with pairwise nonsingular differences (over GF(2))
+    mats = []
+    cands = [torch.zeros(m, m, dtype=torch.long), torch.eye(m, dtype=torch.long)]
+    while len(mats) < B - 1:
+        if cands:
+            S = cands.pop(0)
+        else:
+            U = torch.randint(0, 2, (m, m), generator=gen).triu()
+            S = U + U.triu(1).T
+        if all(_gf2_nonsingular(_sym_bits((S - T) % 2), m) for T in mats):
+            mats.append(S)
+    X = (torch.arange(D)[:, None] >> torch.arange(m - 1, -1, -1)[None, :]) & 1          # [D, m] bits of x
+    H = 1.0 - 2.0 * ((X @ X.T) % 2).double()                                              # (−1)^{aᵀx}
+    rows = []
+    for b in range(B):
+        phase = math.pi * b / (2 * B)
+        if b == 0:
+            mag, q = torch.eye(D, dtype=torch.float64), torch.zeros(D, dtype=torch.float64)
+        else:
+            S = mats[b - 1]
+            q = ((X * (X @ S)).sum(-1) % 4).double()                                      # xᵀSx mod 4
+            mag = H / math.sqrt(D)
+        for r in (0, 1):                                    # z and i·z
+            ang = phase + (q + r) * (math.pi / 2)           # argument of each coordinate x
+            re = mag * torch.cos(ang)[:, None]              # [x, a]
+            im = mag * torch.sin(ang)[:, None]
+            rows.append(torch.cat([re, im], 0).T)           # [a, 2D]
+    K = torch.cat(rows, 0)
+    K = K[torch.randperm(len(K), generator=gen)[:n]]
+    sign = 1.0 - 2.0 * torch.randint(0, 2, (d,), generator=gen).double()
+    K = K[:, torch.randperm(d, generator=gen)] * sign
+    G = K @ K.T
+    G.fill_diagonal_(0.0)
+    mu = float(G.abs().max())
+    if not mu < 0.125:
+        raise ValueError(f"construction failed: coherence {mu:.4g}")
+    return RoundingExactKeys((ROUND2_KEY_SCALE * K).to(dtype), ROUND2_BETA, K.to(dtype), mu, bound)
