@@ -92,7 +92,21 @@ def issue14():
     return jobs
 
 
-PLANS = {"paper": priority, "issue14": issue14}
+def issue14_seeds():
+    """The second pass of issue 14: the rounding-exact stress runs and more seeds for the ablations
+    that moved a result in the first pass (training density, one layer, per-head gates)."""
+    core = ["bl", "delta", "reset"]
+    jobs = grid("swap_tracking", ["stress-round2-512", "stress-linear-512"], [0], {"stress_keys": "rounding_exact"})
+    jobs += grid("swap_tracking", ["stress-round2-512", "stress-linear-512"], [0],
+                 {"stress_keys": "rounding_exact", "stress_read": "linear"})
+    jobs += grid("random_keys", core, [1, 2], {"train_n": [16, 32, 64, 128, 256]})
+    jobs += grid("collision_recall", core, [2], {"n_layers": 1})
+    jobs += grid("collision_recall", core, [2], {"gates": "head"})
+    jobs += grid("collision_recall", core, [0], {"gates": "head", "n_layers": 1})
+    return jobs
+
+
+PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds}
 
 
 def cost(job) -> float:
@@ -113,6 +127,9 @@ def cost(job) -> float:
         return {128: 1.2, 256: 1.6, 512: 2.5}.get(int(model.rsplit("-", 1)[1]), 2.5)
     if task == "swap_tracking":
         return 0.5
+    if task == "random_keys" and len(job) > 3:
+        n_max = max(dict(job[3]).get("train_n", (64,)))
+        return max(1.0, 0.5 + n_max / 128)          # the sequences grow with the densest training n
     return 1.0
 
 
