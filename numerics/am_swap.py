@@ -637,7 +637,8 @@ def simulate_stress(keys: np.ndarray, sigma: np.ndarray, pairs: np.ndarray, kern
                    float(np.max(np.abs(g_r / c2 - i_r))))
     wrong = int(np.sum(beta * f.apply(g_w) != i_w) + np.sum(beta * f.apply(g_r) != i_r))
     del g_w, i_w, low
-    sim = (Kt / nrm[0]) @ (keys / nrm[:, None]).T     # [T, n] (k̂_i − k̂_j)ᵀk̂_c: token keys unnormalised, as in the model
+    # [T, n] (k̂_i − k̂_j)ᵀk̂_c: token keys not normalised, as in the model's read
+    sim = (Kt / nrm[0]) @ (keys / nrm[:, None]).T
     acc, acc0, err, soft = {}, {}, float("nan"), {}
     if "kernel" in reads:
         Wk = beta * f.apply(Kt @ keys.T)

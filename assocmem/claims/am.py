@@ -635,9 +635,120 @@ def _swap_theorem(ev: Evidence):
                          "error_after": {str(s): float(r.error_per_swap[s - 1]) for s in (1, 10, 100, 1000, 2000)}}
                      for k, r in runs.items()},
               n=n, d=ks.d, max_abs_inner=ks.max_abs_inner)
+    stress = _swap_stress_theory(ev)
+    stress.update(_swap_stress_numpy(ev, 256, 128, 512, seed=5, taus=(3.0, 10.0, 100.0)))
+    ev.record(stress=stress)
     ev.summary = (f"proof pieces exact (sympy); greedy keys certified eps<=0.12 in d={ks.d} for n={n} "
                   f"(guaranteed d ~ {const:.0f} ln n); exact kernel tracks {swaps} swaps with 0 error, "
-                  f"linear/round2 fail ({runs['linear'].mismatches}/{runs['round2'].mismatches} mismatches)")
+                  f"linear/round2 fail ({runs['linear'].mismatches}/{runs['round2'].mismatches} mismatches); "
+                  f"stress: Welch bound {stress['welch_512_128']:.4f} at n=512, d=128 (round2 never exact on unit "
+                  f"keys for n > d); keys 0.1*k (coherence < 1/8), beta=100 make round2 exact")
+
+
+def _swap_stress_theory(ev: Evidence) -> dict:
+    """Stress test (AM Fig. 5), theory layer: Welch bound, scaled rounding, which
+    similarities must round to what, structured keys, the nonnegative-read obstruction."""
+    ev.exact("sympy", "frame identity: tr(F^2) - (tr F)^2/d = |F - (tr F/d) I|_F^2 and tr((KK^T)^2) = tr((K^TK)^2)",
+             sp.Matrix(tswap.frame_identities()))
+    bound, coeff, cond = tswap.welch_derivation()
+    nn, dd = sp.symbols("n d", positive=True)
+    ev.exact("sympy", "Welch: n + n(n-1) mu^2 >= n^2/d  gives  mu^2 >= (n-d)/(d(n-1)) (coefficient n(n-1) > 0)",
+             sp.Matrix([bound - (nn - dd) / (dd * (nn - 1)), coeff - nn * (nn - 1)]), note=cond)
+    welch = {f"{n}x{d}": tswap.welch_bound(n, d) for n, d in ((512, 128), (256, 128), (128, 128))}
+    ev.close("mpmath", "Welch bound at n=512, d=128 = sqrt(384/65408)", welch["512x128"],
+             mp.sqrt(mp.mpf(384) / 65408), abs_tol=1e-15)
+    ev.close("mpmath", "Welch bound at n=256, d=128 = 1/sqrt(255); at n=128, d=128: 0",
+             welch["256x128"] + welch["128x128"], 1 / mp.sqrt(255), abs_tol=1e-15)
+    nmin = tswap.welch_min_n(128, "0.005")
+    ev.holds("sympy", "corollary: every n > d = 128 unit keys have an overlap >= 0.005 (smallest such n = 129), "
+             "so round2 cannot round all cross overlaps to 0 on unit keys", nmin == 129, computed=nmin)
+    c, beta, res = tswap.scaled_rounding(2)
+    ev.holds("sympy", "keys c k with c = 1/10 and beta = 100: beta round(c^2 x, 2) = rint(x), the exact kernel",
+             c == sp.Rational(1, 10) and beta == 100 and res == 0, computed={"c": str(c), "beta": str(beta)})
+    table = tswap.rounding_table(4)
+    worst = max(table, key=lambda r: r[2])
+    ev.holds("sympy", "stress stream (swaps in either orientation): every similarity is ideal in {-2..2} plus "
+             "at most 4 epsilons; the binding one is (k_a-k_b).(k_c-k_d) (ideal 0), so eps < 1/8 suffices",
+             worst == ("swap.swap", 0, 4) and {i for _, i, _ in table} == {-2, -1, 0, 1, 2},
+             computed=[list(r) for r in table])
+    checked, bad = tswap.gauss_sum_lemma(3)
+    ev.holds("sympy", "Z4 Gauss sums |sum_x i^{x'Sx} (-1)^{b'x}|^2 = 2^m for S nonsingular mod 2 (m = 3, all S, b)",
+             checked == 224 and not bad, computed=checked)
+    mub, _ = tswap.structured_coherence(64, 4)
+    ev.holds("sympy", "structured keys (4 realified unbiased bases of C^64, phases pi b/8): coherence "
+             "cos(pi/8)/8 = sqrt(2+sqrt 2)/16 < 1/8", sp.simplify(mub - sp.sqrt(2 + sp.sqrt(2)) / 16) == 0
+             and bool(2 + sp.sqrt(2) < 4), computed=float(mub))
+    margin32 = tswap.rounding_margin(float(mub), 128, mp.mpf(2) ** -24)
+    ev.holds("mpmath", "float32 worst case leaves rounding margin 1/2 - 4 eps - gamma_128 (2+2eps) > 0.037 "
+             "(TF32 worst case does not)", margin32 > mp.mpf("0.037")
+             and tswap.rounding_margin(float(mub), 128, mp.mpf(2) ** -11) < 0, computed=float(margin32))
+    total, w, margins = tswap.nonnegative_read_obstruction()
+    ev.holds("sympy", "a read with token weights >= 0 (softmax) cannot follow a swap written k_i - k_c at c: "
+             "the two required margins sum to -2 phi_s; the exact read's weights (1, 0, -1) satisfy both",
+             sp.simplify(total + 2 * sp.Symbol("phi_s", real=True)) == 0 and margins == (1, 1))
+    return {"welch_512_128": float(welch["512x128"]), "welch_256_128": float(welch["256x128"]),
+            "structured_coherence_512_128": float(mub), "float32_margin": float(margin32),
+            "c": 0.1, "beta": 100.0}
+
+
+def _swap_stress_numpy(ev: Evidence, n: int, d: int, swaps: int, seed: int, taus, slow: bool = False) -> dict:
+    """Stress test, numpy layer: Welch bound on measured key sets, the constructed keys, the simulation."""
+    tag = "slow: " if slow else ""
+    sets = {"gaussian": np.random.default_rng(seed).standard_normal((n, d)),
+            "unbiased": nswap.unbiased_bases_keys(n, d, seed).keys,
+            "incoherent(96x64)": nswap.incoherent_keys(96, 64, 0.12, seed).keys}
+    meas = {}
+    for name, K in sets.items():
+        nk, dk = K.shape
+        mu, (fro, low) = nswap.coherence(K), nswap.frame_potential(K)
+        meas[name] = {"n": nk, "d": dk, "coherence": mu, "welch": nswap.welch_bound(nk, dk)}
+        ev.holds("numpy", f"{tag}{name} keys ({nk}x{dk}): coherence {mu:.4f} >= Welch {meas[name]['welch']:.4f}, "
+                 "|G|_F^2 >= n^2/d", mu >= meas[name]["welch"] and fro >= low * (1 - 1e-12))
+    ev.close("numpy", f"{tag}numpy Welch bound = mpmath (n={n}, d={d})", nswap.welch_bound(n, d),
+             float(tswap.welch_bound(n, d)), abs_tol=1e-15)
+    keys, beta, ks = nswap.rounding_exact_keys(n, d, seed=seed)
+    B = -(-n // d)
+    ev.close("numpy", f"{tag}structured keys n={n}, d={d}: coherence = cos(pi/(2B))/sqrt(d/2) (sympy), < 1/8",
+             ks.max_abs_inner, float(tswap.structured_coherence(d // 2, B)[0]), abs_tol=1e-13)
+    sigma, pairs = nswap.stress_sequence(n, swaps, seed=seed)
+    r = nswap.simulate_stress(keys, sigma, pairs, "round2", beta, taus=taus)
+    ev.holds("numpy", f"{tag}round2 on 0.1*keys, beta=100 (n={n}, d={d}, {swaps} swaps): every evaluated similarity "
+             "rounds to its ideal integer; kernel and linear reads right at every position after every swap",
+             r.wrong_kernel_values == 0 and r.accuracy["kernel"] == 1.0 and r.accuracy["linear"] == 1.0
+             and r.max_readout_error < 1e-9,
+             computed={"max_gram_error": r.max_gram_error, "max_readout_error": r.max_readout_error})
+    ev.holds("numpy", f"{tag}softmax read at q = k_c (best tau) cannot follow: accuracy < 0.8; the exact read "
+             "puts weight -1 on swaps written k_i - k_c", r.accuracy["softmax"] < 0.8 and r.negative_weights
+             == int(np.sum(pairs[:, 1] == 0)), computed={"softmax_by_tau": r.softmax_by_tau})
+    unit = nswap.simulate_stress(ks.keys, sigma, pairs, "round2", 1.0, reads=("kernel",))
+    lin = nswap.simulate_stress(ks.keys, sigma, pairs, "linear", 1.0, reads=("kernel",))
+    ev.holds("numpy", f"{tag}same keys unscaled (round2, beta=1) and linear kappa1: rounding wrong, tracking lost",
+             unit.wrong_kernel_values > 0 and unit.accuracy["kernel"] < 0.5 and lin.accuracy["kernel"] < 0.5,
+             computed={"round2_unit": unit.accuracy["kernel"], "linear": lin.accuracy["kernel"]})
+    extra = {}
+    if slow:
+        _, _, ko = nswap.rounding_exact_keys(n, d, seed=seed, method="optimised", eps=0.11)
+        ro = nswap.simulate_stress(0.1 * ko.keys, sigma, pairs, "round2", 100.0, reads=("kernel", "linear"))
+        ev.holds("numpy", f"{tag}optimised keys (coherence {ko.max_abs_inner:.4f} <= 0.11): round2 exact too",
+                 ro.wrong_kernel_values == 0 and ro.accuracy["kernel"] == 1.0 and ro.accuracy["linear"] == 1.0,
+                 computed={"max_gram_error": ro.max_gram_error})
+        Kg = sets["gaussian"] / np.linalg.norm(sets["gaussian"], axis=1, keepdims=True)
+        rg = nswap.simulate_stress(0.1 * Kg, sigma, pairs, "round2", 100.0, reads=("kernel",))
+        ev.holds("numpy", f"{tag}Gaussian unit keys (coherence {nswap.coherence(Kg):.3f}) scaled the same way: "
+                 "some similarities round wrongly, tracking is lost",
+                 rg.wrong_kernel_values > 0 and rg.accuracy["kernel"] < 0.9,
+                 computed={"wrong_values": rg.wrong_kernel_values, "accuracy": rg.accuracy["kernel"]})
+        extra = {"optimised": {"coherence": ko.max_abs_inner, "max_gram_error": ro.max_gram_error,
+                               "accuracy": ro.accuracy},
+                 "gaussian_scaled": {"coherence": nswap.coherence(Kg), "wrong_values": rg.wrong_kernel_values,
+                                     "accuracy": rg.accuracy["kernel"]}}
+    return {f"sim_{n}x{d}": {**extra, "coherence": ks.max_abs_inner, "method": ks.method, "swaps": swaps,
+                             "round2_scaled": {"accuracy": r.accuracy, "accuracy_pos0": r.accuracy_pos0,
+                                               "wrong_values": r.wrong_kernel_values,
+                                               "max_gram_error": r.max_gram_error},
+                             "softmax_by_tau": r.softmax_by_tau,
+                             "round2_unit_beta1": unit.accuracy["kernel"], "linear_kappa1": lin.accuracy["kernel"],
+                             "key_sets": meas}}
 
 
 @check("am.swap_theorem", status="confirmed", slow=True)
@@ -649,6 +760,7 @@ def _swap_theorem_large(ev: Evidence):
     ev.holds("numpy", f"slow: exact kernel, n={n}, d={ks.d} (< n), {swaps} swaps: 0 mismatches, 0 error",
              r.mismatches == 0 and r.max_readout_error == 0.0 and ks.max_abs_inner < 0.125,
              computed={"d": ks.d, "max_abs_inner": ks.max_abs_inner, "mismatches": r.mismatches})
+    ev.record(stress_large=_swap_stress_numpy(ev, 512, 128, 1024, seed=1, taus=nswap.STRESS_TAUS, slow=True))
 
 
 @check("am.snr_exp", status="refined", slow=True)
