@@ -106,7 +106,14 @@ def issue14_seeds():
     return jobs
 
 
-PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds}
+def issue14_width():
+    """The third pass of issue 14: the narrowest Transformers (width 16; widths 32/64 did not flip the
+    depth trend)."""
+    return grid("swap_tracking", ["transformer-1", "transformer-2", "transformer-4", "transformer-8"], [0],
+                {"d_model": 16})
+
+
+PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width}
 
 
 def cost(job) -> float:
