@@ -10,6 +10,9 @@ out_dir)`` draws every figure whose results exist.
 * ``random_keys``       — BL Fig. 7: cross-entropy and accuracy vs ``n/D``;
 * ``swap_curves``       — AM Fig. 4: training accuracy vs step, Transformers vs DeltaFormers;
 * ``stress_curves``     — AM Fig. 5: the fixed-key stress test, round vs linear κ1 at n = 128, 256, 512;
+* ``*_ablations``       — issue 14: each protocol choice of ours that could cause a disagreement,
+  as bars per (protocol, model) (collision recall, random keys) and the swap-tracking
+  width and stress-test variants; the other figures show the default protocol only;
 * ``curriculum_curves`` — AM Fig. 6: training accuracy at the current training length vs step,
   curriculum 32 → 256 vs direct training at 256, NoPE and RoPE.  Runs stopped at a
   time limit (``*.partial.json``, no evaluation) are drawn too, marked as stopped.
@@ -19,6 +22,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -28,14 +32,22 @@ COLORS = {"bl": "#1f4e9c", "diag": "#4aa3df", "reset": "#d1495b", "delta": "#8d1
           "linear": "#edae49", "gla": "#66a182"}
 
 
-def load_results(results_dir, task: str) -> list[dict]:
-    """Every finished result JSON of ``task`` under ``results_dir/task``."""
+def load_results(results_dir, task: str, tag: Optional[str] = "") -> list[dict]:
+    """The finished result JSONs of ``task`` under ``results_dir/task`` run under the protocol
+    ``tag`` ('' = the default protocol; None = every protocol, each record with ``_tag``).
+    Results that record no protocol are left out."""
+    from .train import result_tag
+
     d = Path(results_dir) / task
     out = []
     for p in sorted(d.glob("*.json")):
         r = json.loads(p.read_text(encoding="utf-8"))
-        if r.get("task") == task and r.get("eval"):
-            out.append(r)
+        if r.get("task") != task or not r.get("eval"):
+            continue
+        t = result_tag(task, r)
+        if t is None or (tag is not None and t != tag):
+            continue
+        out.append({**r, "_tag": t})
     return out
 
 
@@ -340,10 +352,164 @@ def plot_curriculum(results_dir, out_dir) -> list[Path]:
     return paths
 
 
+# ---------------------------------------------------------------------------
+# protocol ablations (issue 14): one bar per (protocol, model), mean ± sd over seeds
+# ---------------------------------------------------------------------------
+ABLATION_LABELS = {
+    "": "default\n(queries read only)", "queries_write-true": "queries\nwrite", "gates-head": "per-head\ngates",
+    "n_layers-1": "one\nlayer", "opening_rounds-1": "opening\nround", "gates-head__n_layers-1": "per-head gates,\none layer",
+    "gates-head__reset_l2-0.05": "per-head gates,\nreset ℓ² = 0.05", "p0-0.1": "p0 = 0.1", "p0-10.0": "p0 = 10",
+    "bl_decay-true": "learned\ndecay", "train_n-16.32.64.128.256": "trained to\nn = 256", "calibrated": "default,\ncalibrated",
+}
+ABLATION_MODELS = ("bl", "delta", "reset")
+
+
+def _row(r, section, xkey, x, ykey):
+    return next((row[ykey] for row in r["eval"].get(section, []) if row[xkey] == x and ykey in row), None)
+
+
+def ablation_data(results_dir, task: str, metrics: dict, models=ABLATION_MODELS, calibrated: bool = False) -> dict:
+    """``{metric: {tag: {model: stats}}}`` over every protocol present for ``models``.
+
+    ``metrics``: ``{name: (section, xkey, x, ykey)}``; ``calibrated`` adds the pseudo-protocol
+    ``"calibrated"`` (the default runs' temperature-calibrated cross-entropy, ``ce_cal``).
+    """
+    res = [r for r in load_results(results_dir, task, tag=None) if r["model"] in models]
+    out: dict = {name: {} for name in metrics}
+    for name, (section, xkey, x, ykey) in metrics.items():
+        per = defaultdict(lambda: defaultdict(list))
+        for r in res:
+            v = _row(r, section, xkey, x, ykey)
+            if v is not None:
+                per[r["_tag"]][r["model"]].append(v)
+            if calibrated and r["_tag"] == "" and ykey == "ce":
+                c = _row(r, section, xkey, x, "ce_cal")
+                if c is not None:
+                    per["calibrated"][r["model"]].append(c)
+        out[name] = {t: {m: _stats(v) for m, v in ms.items()} for t, ms in per.items()}
+    return out
+
+
+def _tag_order(tags):
+    known = [t for t in ABLATION_LABELS if t in tags]
+    return known + sorted(t for t in tags if t not in ABLATION_LABELS)
+
+
+def _bars(ax, data, models=ABLATION_MODELS):
+    tags = _tag_order(data)
+    w = 0.8 / len(models)
+    for j, m in enumerate(models):
+        xs, ys, es, ns = [], [], [], []
+        for i, t in enumerate(tags):
+            if m in data[t]:
+                st = data[t][m]
+                xs.append(i + (j - (len(models) - 1) / 2) * w)
+                ys.append(st["mean"])
+                es.append(st["sd"])
+                ns.append(st["n"])
+        ax.bar(xs, ys, w, yerr=es, color=COLORS.get(m), label=LABELS.get(m, m), error_kw={"lw": 0.6})
+        for x, y, n in zip(xs, ys, ns):
+            ax.annotate(str(n), (x, y), fontsize=4, ha="center", va="bottom", xytext=(0, 1),
+                        textcoords="offset points")
+    ax.set_xticks(range(len(tags)))
+    ax.set_xticklabels([ABLATION_LABELS.get(t, t) for t in tags], fontsize=5)
+
+
+def plot_ablations(results_dir, out_dir) -> list[Path]:
+    """Issue 14's protocol ablations: collision recall, random keys, swap tracking."""
+    plt = _pyplot()
+    paths = []
+    col = ablation_data(results_dir, "collision_recall",
+                        {"acc": ("writes", "n_f", 256, "acc_target"), "margin": ("overlap", "rho", 0.95, "margin_target")})
+    if col["acc"]:
+        with plt.rc_context(_style()):
+            fig, axs = plt.subplots(2, 1, figsize=(6.8, 4.4))
+            _bars(axs[0], col["acc"])
+            axs[0].set_ylabel("target accuracy, $n_f$ = 256")
+            axs[0].axhspan(0.6, 0.9, color="0.9", lw=0, zorder=0)
+            axs[0].text(0.995, 0.75, "paper's Delta/reset ≈ 0.75", transform=axs[0].get_yaxis_transform(),
+                        ha="right", fontsize=5, color="0.4")
+            _bars(axs[1], col["margin"])
+            axs[1].axhline(0, color="0.3", lw=0.6)
+            axs[1].set_ylabel("target margin, ρ = 0.95")
+            axs[0].legend(fontsize=6, ncol=3, loc="lower left", bbox_to_anchor=(0.0, 1.0), frameon=False)
+            fig.suptitle("Collision recall under each protocol choice (numbers: seeds)", fontsize=8)
+            fig.tight_layout()
+            paths += _save(fig, out_dir, "collision_recall_ablations")
+            plt.close(fig)
+    rk = ablation_data(results_dir, "random_keys", {"ce12": ("crowding", "n_over_D", 12.0, "ce"),
+                                                    "ce16": ("crowding", "n_over_D", 16.0, "ce")}, calibrated=True)
+    if rk["ce16"]:
+        with plt.rc_context(_style()):
+            fig, axs = plt.subplots(2, 1, figsize=(6.8, 4.4))
+            for ax, key, nd in ((axs[0], "ce12", 12), (axs[1], "ce16", 16)):
+                _bars(ax, rk[key])
+                ax.set_ylabel(f"cross-entropy, n/D = {nd}")
+                lo = min(st["mean"] for ms in rk[key].values() for st in ms.values())
+                ax.set_ylim(lo - 0.4, None)
+            axs[0].legend(fontsize=6, ncol=3, loc="lower left", bbox_to_anchor=(0.0, 1.0), frameon=False)
+            fig.suptitle("Random keys under each protocol choice (lower is better; numbers: seeds)", fontsize=8)
+            fig.tight_layout()
+            paths += _save(fig, out_dir, "random_keys_ablations")
+            plt.close(fig)
+    sw = load_results(results_dir, "swap_tracking", tag=None)
+    if sw:
+        paths += _plot_swap_ablations(plt, sw, out_dir)
+    return paths
+
+
+def _plot_swap_ablations(plt, sw, out_dir) -> list[Path]:
+    last = lambda r: r["curve"][-1]["acc"]            # noqa: E731  (Figs. 4-6 plot training accuracy)
+    width = defaultdict(dict)
+    for r in sw:
+        if r["model"].startswith("transformer-") and r["seed"] == 0:
+            d = r["protocol"].get("d_model", 128)
+            width[d][int(r["model"].split("-")[1])] = last(r)
+    stress = {}
+    for r in sw:
+        if r["model"] in ("stress-round2-512", "stress-linear-512") and r["seed"] == 0:
+            keys, read = r["protocol"].get("stress_keys", "random"), r["protocol"].get("stress_read", "softmax")
+            stress[(r["model"].split("-")[1], keys, read)] = last(r)
+    if not width and not stress:
+        return []
+    with plt.rc_context(_style()):
+        fig, axs = plt.subplots(1, 2, figsize=(6.8, 2.5))
+        cm = plt.get_cmap("viridis")
+        for i, d in enumerate(sorted(width)):
+            Ls = sorted(width[d])
+            axs[0].plot(Ls, [width[d][L] for L in Ls], marker="o", ms=2.5, color=cm(i / max(len(width), 1)),
+                        label=f"width {d}")
+        axs[0].axhline(0.5, color="0.6", lw=0.6, ls=":")
+        axs[0].set_xscale("log", base=2)
+        axs[0].set_xlabel("Transformer layers")
+        axs[0].set_ylabel("final training accuracy")
+        axs[0].set_title("swap tracking (AM Fig. 4): paper ≈ 0.4 at every depth", fontsize=6)
+        axs[0].legend(fontsize=5)
+        combos = [("random", "softmax"), ("random", "linear"), ("rounding_exact", "softmax"), ("rounding_exact", "linear")]
+        for j, (kappa, color) in enumerate((("round2", "#1f4e9c"), ("linear", "#d1495b"))):
+            xs = [i + (j - 0.5) * 0.38 for i, c in enumerate(combos) if (kappa,) + c in stress]
+            ys = [stress[(kappa,) + c] for c in combos if (kappa,) + c in stress]
+            axs[1].bar(xs, ys, 0.38, color=color, label=f"κ1 = {kappa}")
+        axs[1].set_xticks(range(len(combos)))
+        axs[1].set_xticklabels([f"{'exact' if k != 'random' else 'random'} keys,\n{r} read"
+                                for k, r in combos], fontsize=5)
+        axs[1].axhline(0.9, color="0.6", lw=0.6, ls=":")
+        from .data import no_tracking_accuracy
+        axs[1].axhline(no_tracking_accuracy(512, 1024), color="0.3", lw=0.6, ls="--")
+        axs[1].text(3.45, no_tracking_accuracy(512, 1024) + 0.02, "no tracking", fontsize=5, ha="right", color="0.3")
+        axs[1].set_ylabel("final training accuracy")
+        axs[1].set_title("stress test n = 512, d = 128 (AM Fig. 5): paper ≥ 0.9 for round", fontsize=6)
+        axs[1].legend(fontsize=5)
+        fig.tight_layout()
+        paths = _save(fig, out_dir, "swap_ablations")
+        plt.close(fig)
+    return paths
+
+
 def render_all(results_dir="results", out_dir=None) -> list[Path]:
     out_dir = Path(results_dir) / "figures" if out_dir is None else Path(out_dir)
     paths = []
-    for fn in (plot_collision, plot_random_keys, plot_swap, plot_stress, plot_curriculum):
+    for fn in (plot_collision, plot_random_keys, plot_swap, plot_stress, plot_curriculum, plot_ablations):
         paths += fn(results_dir, out_dir)
     return paths
 

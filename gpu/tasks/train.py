@@ -184,6 +184,14 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None) -> dict:
     return out
 
 
+def result_tag(task: str, result: dict) -> Optional[str]:
+    """The protocol tag of a saved result ('' = the default protocol); None if it records no protocol."""
+    pr = result.get("protocol")
+    if pr is None:
+        return None
+    return protocol_tag(task, resolve_protocol(task, {k: v for k, v in pr.items() if k in PROTOCOL[task]}))
+
+
 def protocol_tag(task: str, protocol: dict) -> str:
     """The options that differ from the task's defaults, as a file-name tag ('' for the default protocol)."""
     spec = PROTOCOL[task]
