@@ -142,6 +142,14 @@ def _cores_vs_numpy(ev: Evidence, torch, seed: int = 0) -> None:
     tr = bl_filter(n(k), n(v), n(q), l2=n(l2), r2=n(r2), p0=1.3, variant="dense")
     err = float(np.linalg.norm(y(o.double()) - tr.y) / np.linalg.norm(tr.y))
     ev.close("triton", f"BL mixer op ({name}, fp32) vs numpy dense: relative RMS", err, 0.0, abs_tol=1e-5)
+    # the write mask (queries do not write): the op zeroes the write key, numpy skips the update
+    wm = torch.rand(B, T, H, generator=g) < 0.6
+    o, _ = op(q.float(), k.float(), v.float(), l2.float(), r2.float(), None, 1.3, write_mask=wm)
+    tr = bl_filter(n(k), n(v), n(q), l2=n(l2), r2=n(r2), p0=1.3, variant="dense",
+                   write_mask=wm.transpose(1, 2).numpy())
+    err = float(np.linalg.norm(y(o.double()) - tr.y) / np.linalg.norm(tr.y))
+    ev.close("triton", f"BL mixer op ({name}, fp32) with a write mask vs numpy's missing observations: "
+                       "relative RMS", err, 0.0, abs_tol=1e-5)
 
 
 def _collision_generator(ev: Evidence, torch) -> None:

@@ -68,17 +68,31 @@ def _need_torch(what: str) -> None:
         raise ValueError(f"assocmem gpu {what} needs torch (pip install 'assocmem[gpu]')") from None
 
 
-def parse_protocol(items, queries_write: bool = False) -> dict:
-    """``["KEY=VALUE", ...]`` (the ``--protocol`` flags) -> ``{KEY: VALUE}``; checked by the task later."""
+def parse_protocol(task: str, items, queries_write: bool = False) -> dict:
+    """``["KEY=VALUE", ...]`` (the ``--protocol`` flags) -> ``{KEY: VALUE}``, each checked against
+    the task's protocol options; errors name the flag as typed."""
+    from .train import resolve_protocol
+
     out = {}
     for it in items:
         key, sep, val = str(it).partition("=")
-        if not sep or not key.strip():
+        key, val = key.strip(), val.strip()
+        if not sep or not key:
             raise ValueError(f"--protocol takes KEY=VALUE (got {it!r})")
-        out[key.strip()] = val.strip()
+        if key in out:
+            raise ValueError(f"--protocol {key} is given twice")
+        try:
+            resolve_protocol(task, {key: val})
+        except ValueError as exc:
+            raise ValueError(f"--protocol {it}: {exc}") from None
+        out[key] = val
     if queries_write:
         if out.get("queries_write", "true").lower() not in ("1", "true", "yes", "on"):
             raise ValueError("--queries-write contradicts --protocol queries_write=false")
+        try:
+            resolve_protocol(task, {"queries_write": True})
+        except ValueError as exc:
+            raise ValueError(f"--queries-write: {exc}") from None
         out["queries_write"] = "true"
     return out
 
@@ -103,7 +117,7 @@ def run_train(args) -> int:
     res = train(args.task, args.model, seed=args.seed, steps=args.steps, batch_size=args.batch_size,
                 device=args.device, out=args.out, resume=args.resume, eval_mode=args.eval_mode,
                 progress=not args.no_progress and sys.stderr.isatty(), curriculum=sched,
-                protocol=parse_protocol(args.protocol, args.queries_write))
+                protocol=parse_protocol(args.task, args.protocol, args.queries_write))
     last = res["curve"][-1] if res["curve"] else {}
     print(json.dumps({"task": res["task"], "model": res["model"], "seed": res["seed"],
                       "final_train": last, "wall_s": res["provenance"]["wall_s"],
@@ -123,7 +137,8 @@ def run_sweep(args) -> int:
 
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
     seeds = ints(args.seeds) if args.seeds else None
-    recs = sweep(args.task, models=models, seeds=seeds, protocol=parse_protocol(args.protocol, args.queries_write),
+    recs = sweep(args.task, models=models, seeds=seeds,
+                 protocol=parse_protocol(args.task, args.protocol, args.queries_write),
                  out=args.out, steps=args.steps,
                  batch_size=args.batch_size, workers_per_device=args.workers_per_device,
                  log=lambda m: print(m, flush=True))

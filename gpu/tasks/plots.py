@@ -421,7 +421,7 @@ def plot_ablations(results_dir, out_dir) -> list[Path]:
     paths = []
     col = ablation_data(results_dir, "collision_recall",
                         {"acc": ("writes", "n_f", 256, "acc_target"), "margin": ("overlap", "rho", 0.95, "margin_target")})
-    if col["acc"]:
+    if len(col["acc"]) > 1:                      # an ablation figure needs more than the default protocol
         with plt.rc_context(_style()):
             fig, axs = plt.subplots(2, 1, figsize=(6.8, 4.4))
             _bars(axs[0], col["acc"])
@@ -439,7 +439,7 @@ def plot_ablations(results_dir, out_dir) -> list[Path]:
             plt.close(fig)
     rk = ablation_data(results_dir, "random_keys", {"ce12": ("crowding", "n_over_D", 12.0, "ce"),
                                                     "ce16": ("crowding", "n_over_D", 16.0, "ce")}, calibrated=True)
-    if rk["ce16"]:
+    if len([t for t in rk["ce16"] if t != "calibrated"]) > 1:
         with plt.rc_context(_style()):
             fig, axs = plt.subplots(2, 1, figsize=(6.8, 4.4))
             for ax, key, nd in ((axs[0], "ce12", 12), (axs[1], "ce16", 16)):
@@ -470,7 +470,7 @@ def _plot_swap_ablations(plt, sw, out_dir) -> list[Path]:
         if r["model"] in ("stress-round2-512", "stress-linear-512") and r["seed"] == 0:
             keys, read = r["protocol"].get("stress_keys", "random"), r["protocol"].get("stress_read", "softmax")
             stress[(r["model"].split("-")[1], keys, read)] = last(r)
-    if not width and not stress:
+    if len(width) < 2 and not any(k != "random" or r != "softmax" for _, k, r in stress):
         return []
     with plt.rc_context(_style()):
         fig, axs = plt.subplots(1, 2, figsize=(6.8, 2.5))

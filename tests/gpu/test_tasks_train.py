@@ -193,11 +193,12 @@ def test_sweep_runs_a_job_in_a_subprocess(tmp_path):
     assert (tmp_path / "random_keys" / "linear_s0.json").exists()
 
 
-def _fake(tmp_path, task, model, seed, ev, curve=None):
+def _fake(tmp_path, task, model, seed, ev, curve=None, protocol=None, tag=""):
     d = tmp_path / task
     d.mkdir(parents=True, exist_ok=True)
-    (d / f"{model}_s{seed}.json").write_text(json.dumps(
-        {"task": task, "model": model, "seed": seed, "eval": ev, "curve": curve or [{"step": 1, "acc": 0.5}]}))
+    (d / f"{model}{'__' + tag if tag else ''}_s{seed}.json").write_text(json.dumps(
+        {"task": task, "model": model, "seed": seed, "eval": ev, "curve": curve or [{"step": 1, "acc": 0.5}],
+         "protocol": protocol or {}}))
 
 
 def test_plots_from_saved_results(tmp_path):
@@ -220,6 +221,23 @@ def test_plots_from_saved_results(tmp_path):
     assert all(p.stat().st_size > 1000 for p in paths)
 
 
+def test_plots_keep_protocols_apart_and_draw_the_ablations(tmp_path):
+    """The main figures show the default protocol only; a non-default run appears in the ablation figure."""
+    for seed in (0, 1):
+        _fake(tmp_path, "collision_recall", "bl", seed,
+              {"writes": [{"n_f": 256, "acc_target": 1.0}], "overlap": [{"rho": 0.95, "margin_target": 0.9}]})
+        _fake(tmp_path, "collision_recall", "bl", seed,
+              {"writes": [{"n_f": 256, "acc_target": 0.6}], "overlap": [{"rho": 0.95, "margin_target": 0.0}]},
+              protocol={"queries_write": True}, tag="queries_write-true")
+    assert plots.collision_writes_data(tmp_path)["bl"]["mean"] == [1.0]          # default only
+    ab = plots.ablation_data(tmp_path, "collision_recall", {"acc": ("writes", "n_f", 256, "acc_target")})
+    assert ab["acc"][""]["bl"]["mean"] == 1.0 and ab["acc"]["queries_write-true"]["bl"]["mean"] == 0.6
+    assert ab["acc"]["queries_write-true"]["bl"]["n"] == 2
+    paths = plots.plot_ablations(tmp_path, tmp_path / "fig")
+    assert {p.name for p in paths} == {"collision_recall_ablations.pdf", "collision_recall_ablations.png"}
+    assert all(p.stat().st_size > 1000 for p in paths)
+
+
 def test_plots_stress_and_curriculum(tmp_path):
     """Fig. 5 (stress) and Fig. 6 (curriculum) data and figures, a stopped (partial) run included."""
     _fake(tmp_path, "swap_tracking", "stress-round2-512", 0, {"acc": 0.9},
@@ -227,7 +245,7 @@ def test_plots_stress_and_curriculum(tmp_path):
     _fake(tmp_path, "swap_tracking", "stress-linear-512", 0, {"acc": 0.25}, [{"step": 25, "acc": 0.2}])
     d = tmp_path / "swap_tracking"
     (d / "curriculum-round2-nope_s0.json").write_text(json.dumps(
-        {"task": "swap_tracking", "model": "curriculum-round2-nope", "seed": 0,
+        {"task": "swap_tracking", "model": "curriculum-round2-nope", "seed": 0, "protocol": {},
          "train_settings": {"switches": [{"step": 25, "length": 64}]},
          "eval": {"acc": 0.99, "by_length": [{"length": 32, "acc": 1.0}, {"length": 256, "acc": 0.99}]},
          "curve": [{"step": 25, "acc": 0.995, "length": 32}, {"step": 50, "acc": 0.7, "length": 64}]}))
