@@ -312,8 +312,9 @@ def _judge(ev: Evidence, trend_fn, results) -> None:
               trends_not_reproduced=[t for t, _ in not_ok], trends_without_results=missing,
               trends_by_protocol=per_protocol, seeds_default=seeds,
               result_files=sorted(r["_file"] for r in results))
-    ev.summary = (f"default protocol (queries do not write; {seeds} seed(s)): GPU runs reproduce {len(ok)}/{len(done)} "
-                  f"published trends"
+    task = results[0]["task"] if results else ""
+    label = "queries read only, " if task in ("collision_recall", "random_keys") else ""
+    ev.summary = (f"{len(ok)}/{len(done)} published trends reproduced (default protocol: {label}{seeds} seed(s))"
                   + (f"; not reproduced: " + "; ".join(f"{t} [{c or 'cause not isolated'}]" for t, c in not_ok)
                      if not_ok else "")
                   + (f"; queries writing: {sum(qw.values())}/{len(qw)}" if qw else "")

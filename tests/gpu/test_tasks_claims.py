@@ -69,7 +69,7 @@ def test_changed_finding_fails_until_documented(tmp_path, monkeypatch):
     assert len(failed) == 1 and "Delta/reset ≈ 0.75" in failed[0] and "default protocol, 3 seed(s)" in failed[0]
     monkeypatch.setitem(tasks.DOCUMENTED, "collision.delta_reset_about_075_256", True)
     r = _claim("task.collision_recall").run()
-    assert r.status == "confirmed" and "reproduce 7/7" in r.detail
+    assert r.status == "confirmed" and "7/7 published trends reproduced" in r.detail
     assert r.computed["result_files"][0].startswith("collision_recall/") and len(r.computed["result_files"]) == 15
 
 
@@ -152,7 +152,7 @@ def test_stress_and_curriculum_trends_need_documenting(tmp_path, monkeypatch):
                 "swap.direct_nope_near_chance", "swap.direct_rope_rises"):
         monkeypatch.setitem(tasks.DOCUMENTED, key, True)
     r = _claim("task.swap_tracking").run()
-    assert all(it["passed"] for it in r.items) and "reproduce 6/6" in r.detail
+    assert all(it["passed"] for it in r.items) and "6/6 published trends reproduced" in r.detail
     # a curriculum arm that never reached 256 does not count as reaching it
     _curve_rec(tmp_path, "curriculum-round2-nope", [{"step": 5000, "acc": 0.99, "length": 64}],
                {"acc": 0.99, "by_length": []})
