@@ -16,8 +16,9 @@ Layout of one sequence (``P`` pairs, ``U`` updates, block size ``b``)::
 * **write segment** -- the ``P`` initial pairs, then (Update) the ``U``
   re-assignments; with ``b > 1`` (Block) keys come ``b`` at a time followed by
   their ``b`` values in the same order.  ``is_write`` marks these tokens.
-* **query region** -- split into ``S = (seq_len - C) // query_stride`` slots;
-  slot ``g`` starts at position ``C + query_stride·g``.  Every key is queried
+* **query region** -- split into ``S = ⌈(seq_len - C) / query_stride⌉`` slots
+  (Zoology: ``(seq_len - C) / 2``); slot ``g`` starts at position
+  ``C + query_stride·g``.  Every key is queried
   once; the slots are drawn *without replacement* with weights
   ``(g + 1)^(a - 1)`` (Zoology's ``p ∝ a·g^(a-1)``, ``g = 1..S``; ``a = 0.01``,
   nearly ``1/g``: most queries sit just after the writes), by successive
@@ -143,8 +144,8 @@ class MQARConfig:
         if self.update_keys == "distinct" and U > P:
             raise ValueError(f"update_keys='distinct' needs n_updates <= n_pairs (got {U} > {P})")
         C = 2 * (P + U)
-        if (T - C) // stride < P:
-            raise ValueError(f"seq_len={T} leaves {(T - C) // stride} query slots after the {C} write "
+        if -(-(T - C) // stride) < P:
+            raise ValueError(f"seq_len={T} leaves {max(0, -(-(T - C) // stride))} query slots after the {C} write "
                              f"tokens; {P} queries need {C + stride * (P - 1) + 1} tokens")
         need = 2 * P + U if self.distinct_values else P + 2
         if need > Vs:
@@ -160,7 +161,7 @@ class MQARConfig:
 
     @property
     def n_slots(self) -> int:
-        return (self.seq_len - self.write_len) // self.query_stride
+        return -(-(self.seq_len - self.write_len) // self.query_stride)     # ceil: slot starts inside seq_len
 
     @property
     def length(self) -> int:
@@ -421,8 +422,8 @@ def build_pool(configs, n: int, *, seed: int, weights: Optional[Sequence[float]]
     Rows are stored configuration by configuration, padded with filler to the
     longest ``length`` (causal models see the same prefix).  Chunk ``c`` of
     configuration ``j`` uses its own generator, seeded from ``(seed, j, c)``:
-    the same arguments give the same pool, and a pool is a prefix (per
-    configuration) of a larger one with the same seed and chunk size.
+    the same arguments give the same pool, and a larger pool with the same
+    seed and chunk size shares each configuration's complete chunks.
     """
     if isinstance(configs, MQARConfig):
         configs = [configs]
