@@ -323,3 +323,74 @@ def test_variant_presets():
 def test_invalid_configs(kw):
     with pytest.raises(ValueError):
         M.MQARConfig(**kw)
+
+
+# ---------------------------------------------------------------------------
+# model building blocks (gpu/tasks/mqar_models.py): state budget, CPU forward/backward, write mask
+# ---------------------------------------------------------------------------
+from assocmem.gpu.tasks import mqar_models as MM  # noqa: E402
+
+
+def test_state_budget_defaults():
+    assert MM.bl_state_size(4, 32, 32, 1) == 8192
+    assert MM.bl_head_sizes() == (32, 32)
+    assert MM.bl_head_sizes(n_heads=1) == (64, 64)
+    assert MM.bl_head_sizes(n_heads=2, pow2=True) == (32, 32)
+    mx = MM.BLMixer(64)
+    assert (mx.H, mx.D, mx.m, mx.G) == (4, 32, 32, 1) and mx.state_size == 8192
+    model = MM.MQARModel(M.VOCAB + 1, M.VOCAB, d_model=64)
+    assert model.state_sizes() == [8192, 8192] and len(model.mixers) == 2
+    with pytest.raises(ValueError):
+        MM.BLMixer(64, key_dim=64, value_dim=64)              # 4 (64·64 + 64²) > 8192
+
+
+@settings(max_examples=40)
+@given(budget=st.integers(8, 5000), H=st.integers(1, 4), G=st.integers(1, 3), which=st.sampled_from(["both", "D", "m"]),
+       fixed=st.integers(1, 12), pow2=st.booleans())
+def test_head_sizes_meet_the_budget_and_are_maximal(budget, H, G, which, fixed, pow2):
+    kw = {} if which == "both" else {"key_dim": fixed} if which == "D" else {"value_dim": fixed * G}
+    p2 = lambda x: not pow2 or (x & (x - 1)) == 0  # noqa: E731
+    # brute force, ascending: every admissible pair, then the one with the largest free size
+    if which == "both":
+        ok = [(D, D) for D in range(1, 100) if D % G == 0 and p2(D)]
+    elif which == "D":
+        ok = [(fixed, m) for m in range(G, 5000, G) if p2(m)]
+    else:
+        ok = [(D, fixed * G) for D in range(1, 100) if p2(D)]
+    ok = [x for x in ok if MM.bl_state_size(H, x[0], x[1], G) <= budget]
+    if not ok:
+        with pytest.raises(ValueError):
+            MM.bl_head_sizes(budget, n_heads=H, groups=G, pow2=pow2, **kw)
+        return
+    assert MM.bl_head_sizes(budget, n_heads=H, groups=G, pow2=pow2, **kw) == max(ok)
+
+
+def test_model_forward_backward_on_cpu():
+    cfg = M.MQARConfig(24, 3, n_updates=1, vocab_size=32)
+    bt = M.mqar_batch(cfg, 3, generator=gen(0))
+    model = MM.MQARModel(cfg.n_tokens, cfg.vocab_size, d_model=16, n_heads=2, key_dim=4, value_dim=4)
+    logits = model(bt.tokens, bt.is_write)
+    assert logits.shape == (3, 24, 32) and torch.isfinite(logits).all()
+    loss, acc = MM.mqar_loss(logits, bt.labels)
+    assert torch.isfinite(loss) and 0.0 <= float(acc) <= 1.0
+    loss.backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+    assert any(float(p.grad.abs().sum()) > 0 for n, p in model.named_parameters() if "k_proj" in n)
+
+
+def test_write_mask_makes_pure_reads():
+    torch.manual_seed(0)
+    mx = MM.BLMixer(8, n_heads=2, key_dim=4, value_dim=4).double()
+    h = torch.randn(2, 10, 8, dtype=torch.float64)
+    mask = torch.ones(2, 10, dtype=torch.bool)
+    mask[:, 4] = False
+    out = mx(h, mask)
+    h2 = h.clone()
+    h2[:, 4] = torch.randn(2, 8, dtype=torch.float64)
+    out2 = mx(h2, mask)
+    keep = [t for t in range(10) if t != 4]
+    assert torch.allclose(out[:, keep], out2[:, keep], atol=1e-12), "a masked token changes no later read"
+    assert not torch.allclose(out[:, 4], out2[:, 4]), "its own query still reads"
+    assert not torch.allclose(mx(h2, None)[:, 5:], out2[:, 5:]), "unmasked, it writes"
+    assert mx(h, torch.zeros(2, 10, dtype=torch.bool)).abs().max() == 0, "no writes: M stays 0"
