@@ -13,10 +13,10 @@ core is ``assocmem.gpu.fused_recurrent_bl(q, k, v, l2, r2, None, p0,
 validate=False)`` (Triton on CUDA, the torch reference ``naive_bl`` on CPU),
 then an output projection ``H·m → d_model``.
 
-Write mask: ``write_mask [B, T]`` (``MQARBatch.is_write``) turns a token into
-a pure read: its key and its process noise are zeroed, so ``β k = 0`` and
-``ℓ² = 0`` leave ``M`` and ``P`` unchanged (``A = I``), while its query still
-reads the memory.  ``None``: every token writes.
+Write mask: ``write_mask [B, T]`` (``MQARBatch.is_write``) makes a token a
+Kalman missing observation (the BL op's ``write_mask``, as in every learned
+task): its process noise still enters ``P̄``, the update does not happen, and
+its query still reads the memory.  ``None``: every token writes.
 
 State budget (BL Table 5 as the notes read it: mean plus covariance): a BL
 layer with ``H`` heads, key dimension ``D``, value dimension ``m`` per head and
@@ -138,15 +138,14 @@ class BLMixer(nn.Module):
         r2 = F.softplus(g[..., H:]).reshape(B, T, H, G) + 1e-4
         if G == 1:
             r2 = r2[..., 0]
+        kw = {}
         if write_mask is not None:
             if write_mask.shape != (B, T):
                 raise ValueError(f"write_mask must be [B, T] = [{B}, {T}] (got {list(write_mask.shape)})")
-            w = write_mask.to(h.dtype)
-            k = k * w[:, :, None, None]
-            l2 = l2 * w[:, :, None]
+            kw["write_mask"] = write_mask[:, :, None].expand(B, T, H).contiguous()
         if self._op is None:
             self._op = _resolve_bl_op()
-        o, _ = self._op(q, k, v, l2, r2, None, self.p0, validate=False)
+        o, _ = self._op(q, k, v, l2, r2, None, self.p0, validate=False, **kw)
         return self.o_proj(o.reshape(B, T, H * m).to(h.dtype))
 
 

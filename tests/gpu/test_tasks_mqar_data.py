@@ -380,8 +380,11 @@ def test_model_forward_backward_on_cpu():
 
 
 def test_write_mask_makes_pure_reads():
+    """A masked token is a missing observation: with the noise gates pinned (its process noise then
+    does not depend on its content) nothing it carries reaches a later read; its own query reads."""
     torch.manual_seed(0)
     mx = MM.BLMixer(8, n_heads=2, key_dim=4, value_dim=4).double()
+    torch.nn.init.zeros_(mx.gate.weight)
     h = torch.randn(2, 10, 8, dtype=torch.float64)
     mask = torch.ones(2, 10, dtype=torch.bool)
     mask[:, 4] = False
