@@ -113,7 +113,16 @@ def issue14_width():
                 {"d_model": 16})
 
 
-PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width}
+def dag():
+    """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
+    from .names import DAG_MODELS
+
+    return grid("dag_reachability", DAG_MODELS, [0]) + grid("dag_reachability", DAG_MODELS, [0],
+                                                            {"root_position": "last"})
+
+
+PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
+         "dag": dag}
 
 
 def cost(job) -> float:

@@ -1,5 +1,5 @@
 """Task and model names (no torch import: the CLI registers its parsers from these)."""
-TASKS = ("collision_recall", "random_keys", "swap_tracking")
+TASKS = ("collision_recall", "random_keys", "swap_tracking", "dag_reachability")
 MIXERS = ("bl", "reset", "delta", "linear", "gla", "diag")
 KAPPAS = ("linear", "round2", "relu", "exp", "softmax")
 SWAP_MODELS = tuple(f"deltaformer-{k}" for k in KAPPAS) + tuple(f"transformer-{L}" for L in (1, 2, 4, 8))
@@ -13,6 +13,9 @@ CURRICULUM_KAPPAS = ("round2", "linear")
 POS_ENCODINGS = ("nope", "rope")
 CURRICULUM_MODELS = tuple(f"{arm}-{k}-{p}" for k in CURRICULUM_KAPPAS for p in POS_ENCODINGS for arm in CURRICULUM_ARMS)
 MODELS_BY_TASK["swap_tracking"] = SWAP_MODELS + STRESS_MODELS + CURRICULUM_MODELS
+# AM Fig. 7: 1/2/4/8-layer Transformers against a 1-layer DeltaFormer per κ1 (κ2 = softmax)
+DAG_MODELS = SWAP_MODELS
+MODELS_BY_TASK["dag_reachability"] = DAG_MODELS
 
 
 def is_curriculum_model(model: str) -> bool:

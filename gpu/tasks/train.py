@@ -23,11 +23,12 @@ import torch
 import torch.nn.functional as F
 
 from assocmem import validate as V
+from . import dag as Dg
 from . import data as Dt
 from . import models as Mo
 
 from . import curriculum as Cu
-from .names import CURRICULUM_MODELS, STRESS_MODELS, STRESS_NS, TASKS, is_curriculum_model  # noqa: F401
+from .names import CURRICULUM_MODELS, DAG_MODELS, STRESS_MODELS, STRESS_NS, TASKS, is_curriculum_model  # noqa: F401
 EVAL_SEED = 20240611          # the fixed test set (independent of the training seed)
 
 
@@ -69,6 +70,11 @@ TASK_DEFS = {
         train_settings={"n_elems": 5, "length": 16},
         test_settings={"n_seqs": 2048},
         quick_test_settings={"n_seqs": 8}),
+    "dag_reachability": TaskDef(
+        "dag_reachability", DAG_MODELS, 5000, 256, "AM §3.3, Fig. 7, pp.20-21",
+        train_settings={"n_nodes": Dg.N_NODES},
+        test_settings={"n_seqs": 2048},
+        quick_test_settings={"n_seqs": 16}),
 }
 
 
@@ -162,6 +168,16 @@ PROTOCOL = {
                             "curriculum DeltaFormer: unit keys with beta in (0, 2) (ours) or raw keys with "
                             "beta in (0, 1) (the paper-like parameterisation)"),
     },
+    "dag_reachability": {
+        "queries_write": (True, _bool, "fixed: attention models, every token is in the context (the read-out "
+                                       "token has no value to write)"),
+        "d_model": (128, _int_in(8, 1024), "width of the Transformer / DeltaFormer models"),
+        "root_position": ("first", _choice("first", "last"), "the ROOT token before the edges or after them"),
+        "family": ("mixed", _choice("mixed", "recursive", "narrow"),
+                   "tree family: random recursive, deep/narrow (parent among the last 2), or one of the two "
+                   "per sequence"),
+        "edge_order": ("topological", _choice("topological", "shuffled"), "order of the edge tokens"),
+    },
 }
 
 
@@ -181,7 +197,16 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None) -> dict:
     if task == "swap_tracking" and not out["queries_write"]:
         raise ValueError("protocol queries_write: swap tracking's query tokens are the swaps themselves; "
                          "they must write")
+    if task == "dag_reachability" and not out["queries_write"]:
+        raise ValueError("protocol queries_write: the reachability models are attention models with no "
+                         "separate write; it is fixed at true")
     return out
+
+
+def dag_config(protocol: dict) -> "Dg.DAGConfig":
+    """The reachability generator's configuration for a resolved protocol (multilabel read-out)."""
+    return Dg.DAGConfig(root_position=protocol["root_position"], family=protocol["family"],
+                        edge_order=protocol["edge_order"])
 
 
 def result_tag(task: str, result: dict) -> Optional[str]:
@@ -219,6 +244,13 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
                        else (Dt.RK_FEATURES, Dt.RK_LABELS))
         return Mo.AddressBackbone(d_in, n_cls, model, n_layers=pr["n_layers"], p0=pr["p0"], gates=pr["gates"],
                                   reset_l2=pr["reset_l2"], decay=pr["bl_decay"])
+    if task == "dag_reachability":
+        cfg = dag_config(pr)
+        if model.startswith("deltaformer-"):
+            return Mo.SequenceModel(Dg.dag_vocab(cfg).size, cfg.n_nodes, n_layers=1, d_model=pr["d_model"],
+                                    kappa1=model.split("-", 1)[1])
+        return Mo.SequenceModel(Dg.dag_vocab(cfg).size, cfg.n_nodes, n_layers=int(model.split("-")[1]),
+                                d_model=pr["d_model"])
     if model.startswith("stress-"):
         _, kappa, n = model.split("-")
         return Mo.FixedKeySwapModel(int(n), 128, kappa1=kappa, kappa2=pr["stress_read"], keys=pr["stress_keys"])
@@ -255,6 +287,8 @@ def sample_train(task: str, model: str, batch_size: int, gen: torch.Generator, l
         ns = pr["train_n"]
         n = ns[int(torch.randint(0, len(ns), (1,), generator=gen))]
         return Dt.random_keys_batch(batch_size, n=n, generator=gen)
+    if task == "dag_reachability":
+        return Dg.dag_batch(dag_config(pr), batch_size, generator=gen)
     if model.startswith("stress-"):
         return Dt.swap_stress_batch(batch_size, n=int(model.split("-")[2]), generator=gen)
     return Dt.swap_batch(batch_size, n_elems=td.train_settings["n_elems"],
@@ -270,13 +304,24 @@ def forward(net, task: str, batch, protocol: Optional[dict] = None):
     if task in ("collision_recall", "random_keys"):
         qw = False if protocol is None else protocol["queries_write"]
         return net(batch.x, batch.keys, None if qw else ~batch.is_query), batch.labels
+    if task == "dag_reachability":
+        # multilabel read-out: the n logits at the ANS token against the reachable set
+        return net(batch.tokens)[batch.is_query], batch.targets
     if isinstance(batch, Dt.SwapStressBatch):
         return net(batch.pos_a, batch.pos_b, batch.elem), batch.labels
     return net(batch.tokens), batch.labels
 
 
 def loss_and_acc(logits, labels):
-    """Cross-entropy over labelled tokens (``labels != -100``) and their accuracy."""
+    """Cross-entropy over labelled tokens (``labels != -100``) and their accuracy.
+
+    Bool ``labels`` (reachability's multi-hot sets, ``[B, n]`` against logits ``[B, n]``):
+    binary cross-entropy per node, and the per-node accuracy.
+    """
+    if labels.dtype == torch.bool:
+        lg = logits.float()
+        loss = F.binary_cross_entropy_with_logits(lg, labels.float())
+        return loss, ((lg > 0) == labels).float().mean()
     mask = labels != Dt.IGNORE
     lg = logits[mask].float()
     lb = labels[mask]
@@ -312,6 +357,8 @@ def evaluate(net, task: str, model: str, settings: dict, device, chunk: int = 64
             return _eval_collision(net, settings, device, chunk, pr)
         if task == "random_keys":
             return _eval_random_keys(net, settings, device, chunk, pr)
+        if task == "dag_reachability":
+            return _eval_dag(net, settings, device, chunk, pr)
         return _eval_swap(net, model, settings, device, chunk)
     finally:
         net.train()
@@ -417,6 +464,25 @@ def _eval_random_keys(net, s, device, chunk, pr):
                     "acc_se": float(acc.std() / math.sqrt(acc.numel())),
                     **calibrated_ce(logits[mask], labels[mask])})
     return {"crowding": res}
+
+
+def _eval_dag(net, s, device, chunk, pr):
+    """Per-node and exact-set accuracy of the reachable set, overall and per tree family."""
+    outs = _batched(net, "dag_reachability", lambda b, g: Dg.dag_batch(dag_config(pr), b, generator=g),
+                    s["n_seqs"], chunk, device, pr)
+    pred = torch.cat([o[1] for o in outs]) > 0                       # [N, n]
+    tgt = torch.cat([o[0].targets for o in outs])
+    fam = torch.cat([o[0].family for o in outs])
+    node = (pred == tgt).double()
+    exact = node.min(-1).values
+    res = {"acc_node": float(node.mean()), "acc_set": float(exact.mean()),
+           "acc_set_se": float(exact.std() / math.sqrt(exact.numel())), "by_family": {}}
+    for i, f in enumerate(Dg.FAMILIES):
+        sel = fam == i
+        if bool(sel.any()):
+            res["by_family"][f] = {"acc_node": float(node[sel].mean()), "acc_set": float(exact[sel].mean()),
+                                   "n": int(sel.sum())}
+    return res
 
 
 def _eval_swap_lengths(net, s, device, chunk):
