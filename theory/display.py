@@ -20,13 +20,27 @@ import sympy as sp
 MAX_LATEX = 900          # characters of LaTeX per object before it is summarised
 MAX_IDENTITY_LATEX = 160  # identities are differences; show the short ones
 
-_TEXT_ESCAPES = {"\\": r"\backslash ", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&", "#": r"\#",
-                 "^": r"\hat{}", "_": r"\_", "%": r"\%", "~": r"\sim "}
+# LaTeX specials in prose: \text{} is closed around each and the character is
+# written in maths mode, which both LaTeX and MathJax accept (MathJax's \text
+# shows "\_" literally, LaTeX's text mode rejects a bare "_").
+_MATH_FOR = {"\\": r"\backslash", "{": r"\{", "}": r"\}", "$": r"\$", "&": r"\&", "#": r"\#",
+             "^": r"\hat{\ }", "_": r"\_", "%": r"\%", "~": r"\sim"}
 
 
 def text(s: str) -> str:
-    """``s`` (Unicode prose) as LaTeX ``\\text{…}``, specials escaped."""
-    return r"\text{" + "".join(_TEXT_ESCAPES.get(c, c) for c in str(s)) + "}"
+    """``s`` (Unicode prose) as LaTeX ``\\text{…}`` runs, specials in maths mode."""
+    out, run = [], []
+    for c in str(s):
+        if c in _MATH_FOR:
+            if run:
+                out.append(r"\text{" + "".join(run) + "}")
+                run = []
+            out.append(_MATH_FOR[c])
+        else:
+            run.append(c)
+    if run or not out:
+        out.append(r"\text{" + "".join(run) + "}")
+    return "".join(out)
 
 
 def name_tex(name: str) -> str:
