@@ -45,7 +45,8 @@ def _process(app, what, name, obj, options, lines):
         if getattr(obj, "__module__", None) and getattr(obj, "__qualname__", None) \
                 and name != f"{obj.__module__}.{obj.__qualname__}" and what != "module":
             name = f"{obj.__module__}.{obj.__qualname__}"
-        app.env.assocmem_verbatim = getattr(app.env, "assocmem_verbatim", set()) | {name}
+        if name.startswith("assocmem"):
+            app.env.assocmem_verbatim = getattr(app.env, "assocmem_verbatim", set()) | {name}
         body = ["    " + ln if ln.strip() else "" for ln in lines]
         lines[:] = ["::", ""] + body + [""]
 

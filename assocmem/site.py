@@ -201,7 +201,10 @@ def execute_notebook(path: Path, dest: Path, timeout: int = 900):
 
     nb = jupytext.read(path)
     try:
+        # the kernel's own log (e.g. its note on local TCP transport) is noise here; cell
+        # errors still arrive as CellExecutionError
         nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                extra_arguments=["--IPKernelApp.log_level=ERROR"],
                                 resources={"metadata": {"path": str(dest.parent)}}).execute()
     except nbclient.exceptions.CellExecutionError as exc:
         raise DocsError(f"notebook {path.name} raised: {str(exc).strip().splitlines()[-1]}") from None
@@ -313,7 +316,7 @@ def api_pages(dest: Path) -> list[str]:
         # users are pointed to; keep the public surface
         subs = [s for s in subs if not s.startswith("_")]
         slug = pkg.replace(".", "_")
-        lines = [pkg, "=" * len(pkg), "", title + ".", "",
+        lines = [pkg, "=" * len(pkg), "", "" if (mod.__doc__ or "").strip() else title + ".", "",
                  f".. automodule:: {pkg}", "   :no-members:", ""]
         for s in subs:
             full = f"{pkg}.{s}"
@@ -355,8 +358,7 @@ suppress_warnings = ["myst.header"]   # the README starts at level 1 and skips l
 '''
 
 
-def build(out: Path | None = None, root: Path | None = None, *, strict: bool = True, jobs: int = 1,
-          log=print) -> Path:
+def build(out: Path | None = None, root: Path | None = None, *, strict: bool = True, log=print) -> Path:
     """Build the site into ``out`` (default ``docs/_build/html`` in the checkout)."""
     root = find_root(root)
     out = check_out(out if out is not None else default_out(root))
@@ -376,6 +378,18 @@ def build(out: Path | None = None, root: Path | None = None, *, strict: bool = T
             r = fn(*a)
             timings[label] = time.perf_counter() - t
             return r
+
+        # Import everything both threads use here, first: a module half-imported by one
+        # thread is seen by the other as partially initialised (matplotlib probes IPython).
+        import matplotlib
+
+        matplotlib.use("Agg")   # files only
+        import IPython  # noqa: F401
+        import jupytext  # noqa: F401
+        import nbclient  # noqa: F401
+        import nbformat  # noqa: F401
+
+        import assocmem.figures  # noqa: F401
 
         # verify (a subprocess) and the notebook kernels run beside the in-process work
         with ThreadPoolExecutor(max_workers=2) as pool:
@@ -407,13 +421,13 @@ def build(out: Path | None = None, root: Path | None = None, *, strict: bool = T
         for k, v in timings.items():
             log(f"{k:<16} {v:6.1f} s")
         t = time.perf_counter()
-        _sphinx(src, out, Path(tmp) / "doctrees", strict=strict, jobs=jobs)
+        _sphinx(src, out, Path(tmp) / "doctrees", strict=strict)
         log(f"{'sphinx html':<16} {time.perf_counter() - t:6.1f} s")
     log(f"site built in {time.perf_counter() - t_all:.1f} s -> {out}/index.html")
     return out
 
 
-def _sphinx(src: Path, out: Path, doctrees: Path, *, strict: bool, jobs: int) -> None:
+def _sphinx(src: Path, out: Path, doctrees: Path, *, strict: bool) -> None:
     import io
 
     from sphinx.application import Sphinx
@@ -424,7 +438,7 @@ def _sphinx(src: Path, out: Path, doctrees: Path, *, strict: bool, jobs: int) ->
         shutil.rmtree(out)       # check_out made sure it is an earlier build (or empty)
     with patch_docutils(src), docutils_namespace():
         app = Sphinx(str(src), str(src), str(out), str(doctrees), "html", status=None, warning=warnings,
-                     freshenv=True, warningiserror=strict, parallel=jobs, keep_going=True)
+                     freshenv=True, warningiserror=strict, keep_going=True)
         app.build()
     lines = [ln for ln in warnings.getvalue().splitlines() if ln.strip()]
     if app.statuscode or (strict and lines):

@@ -13,19 +13,16 @@ def register(sub) -> None:
     p.add_argument("--root", metavar="DIR", help="the assocmem checkout (default: the one installed from)")
     p.add_argument("--allow-warnings", action="store_true",
                    help="report Sphinx warnings instead of failing on them (default: warnings are errors)")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="Sphinx processes (default 1)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from assocmem import site
 
-    if args.jobs < 1:
-        raise ValueError(f"--jobs must be >= 1 (got {args.jobs})")
     root = site.find_root(args.root)
     out = site.check_out(args.out if args.out else site.default_out(root))
     try:
-        site.build(out, root, strict=not args.allow_warnings, jobs=args.jobs)
+        site.build(out, root, strict=not args.allow_warnings)
     except site.DocsError as exc:
         print(f"assocmem docs: build failed: {exc}", file=sys.stderr)
         return 1

@@ -102,6 +102,8 @@ def test_docs_bad_out_is_one_line_exit_2(tmp_path):
     proc = run_cli("--out", str(full), timeout=120)
     assert proc.returncode == 2 and "--out" in proc.stderr and "not an earlier docs build" in proc.stderr
     assert (full / "notes.txt").read_text() == "mine"
+    proc = run_cli("--root", str(tmp_path), timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("assocmem docs: error: --root:")
 
 
 # -- in a real browser ----------------------------------------------------------
