@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "assocmem.commands.swap",
     "assocmem.commands.figures",
     "assocmem.commands.gpu",
+    "assocmem.commands.docs",
 ]
 
 

@@ -175,6 +175,11 @@ class ClaimResult:
             "notes": self.notes,
         }
 
+    def _repr_html_(self) -> str:   # Jupyter: status, layers, published against computed
+        from assocmem.report import html
+
+        return html(self)
+
 
 @dataclass
 class Claim:

@@ -1,11 +1,12 @@
 """Rendering of claim results: terminal table, JSON, Markdown report."""
 from __future__ import annotations
 
+import html as _html
 import json
 import shutil
 from typing import Iterable
 
-from assocmem.registry import ClaimResult
+from assocmem.registry import ClaimResult, _jsonable
 
 LEGEND = ("confirmed: the published statement holds; corrected: it is wrong as printed (printed form shown "
           "failing, corrected form passing); refined: it holds to leading order and an exact/sharper result is "
@@ -88,3 +89,43 @@ def _cell(x) -> str:
     s = json.dumps(x, ensure_ascii=False) if not isinstance(x, str) else x
     s = s.replace("|", "/")
     return s if len(s) <= 80 else s[:77] + "..."
+
+
+STATUS_COLORS = {"confirmed": "#1a7f37", "corrected": "#9a6700", "refined": "#0969da", "disputed": "#8250df",
+                 "failed": "#cf222e", "skipped": "#6e7781", "pending": "#6e7781"}
+
+
+def html(r: ClaimResult, max_items: int = 40) -> str:
+    """One claim result as HTML (Jupyter's ``_repr_html_``): status, layers, the
+    published statement against what each layer computed."""
+    e = _html.escape
+    c = lambda x: "" if x is None else _cell(x)   # noqa: E731
+    color = STATUS_COLORS.get(r.status, "#6e7781")
+    out = [f'<div class="assocmem-claim" id="claim-{e(r.id)}">',
+           f'<p><code>{e(r.id)}</code> <span style="background:{color};color:#fff;border-radius:3px;'
+           f'padding:0 .4em">{e(r.status)}</span> &nbsp; layers: <b>{e(", ".join(r.layers) or "none")}</b>'
+           f' &nbsp; <small>({r.seconds:.2f} s)</small></p>',
+           f"<p><i>Source:</i> {e(r.source)}</p>",
+           f"<p><i>Published (input, as printed):</i> {e(r.published)}</p>",
+           f"<p><i>Result:</i> {e(r.detail)}</p>"]
+    if r.skipped_layers:
+        out.append("<p>" + "; ".join(f"layer <code>{e(k)}</code> skipped: {e(v)}"
+                                     for k, v in r.skipped_layers.items()) + "</p>")
+    if r.items:
+        out.append("<table><thead><tr><th>layer</th><th>check</th><th>computed</th><th>published / expected</th>"
+                   "<th>tolerance</th><th>pass</th></tr></thead><tbody>")
+        for it in r.items[:max_items]:
+            tag = (" (printed form)" if it.get("printed_form_refuted") else
+                   " (disputed)" if it.get("disputed") else "")
+            out.append(f"<tr><td>{e(it['layer'])}</td><td>{e(str(it['name']))}{tag}</td>"
+                       f"<td>{e(c(it['computed']))}</td><td>{e(c(it['expected']))}</td>"
+                       f"<td>{e(c(it['tolerance']))}</td><td>{'yes' if it['passed'] else '<b>no</b>'}</td></tr>")
+        out.append("</tbody></table>")
+        if len(r.items) > max_items:
+            out.append(f"<p>… and {len(r.items) - max_items} more comparisons (<code>.items</code>)</p>")
+    if r.computed:
+        out.append("<details><summary>computed values (<code>.computed</code>)</summary><table><tbody>"
+                   + "".join(f"<tr><td><code>{e(str(k))}</code></td><td>{e(c(_jsonable(v)))}</td></tr>"
+                             for k, v in r.computed.items()) + "</tbody></table></details>")
+    out.append("</div>")
+    return "\n".join(out)

@@ -40,12 +40,13 @@ def _draw_snr(d, fig):
 
 
 @data_for("am_snr")
-def snr_data(samples: int = 3000):
-    out = {"d": SNR_D, "N": list(SNR_N), "tau": SNR_TAU}
+def snr_data(samples: int = 3000, d: int = SNR_D, tau: float = SNR_TAU, ns=SNR_N):
+    """The figure's curves; the defaults are the caption's setting (sliders pass others)."""
+    out = {"d": d, "N": list(ns), "tau": tau}
     for k in ("linear", "relu", "exp"):
-        tau = SNR_TAU if k == "exp" else None
-        lead, ex = inverse_snr_curve(k, SNR_D, SNR_N, tau)
-        m, s = mc_curve(k, SNR_D, SNR_N, tau=tau, samples=samples, seed=7)
+        t = tau if k == "exp" else None
+        lead, ex = inverse_snr_curve(k, d, ns, t)
+        m, s = mc_curve(k, d, ns, tau=t, samples=samples, seed=7)
         out[k] = {"leading": lead, "exact": ex, "mc_mean": m.tolist(), "mc_se": s.tolist()}
     return out
 

@@ -27,9 +27,10 @@ def _draw_fig3a(d, fig):
 
 
 @data_for("bl_fig3a")
-def fig3a_data():
-    runs = run_collision(PAPER, variants=("dense", "diag", "reset", "linear"))
-    return {"step": np.arange(1, PAPER.T + 1), "phases": PAPER.phases(),
+def fig3a_data(protocol=PAPER):
+    """The figure's curves for ``protocol`` (default: the paper's setting)."""
+    runs = run_collision(protocol, variants=("dense", "diag", "reset", "linear"))
+    return {"step": np.arange(1, protocol.T + 1), "phases": protocol.phases(),
             "p_ab": {v: r.p_ab for v, r in runs.items()}}
 
 

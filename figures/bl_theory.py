@@ -101,12 +101,14 @@ def matplotlib_cmap():
 
 
 @data_for("bl_rotation")
-def rotation_data():
+def rotation_data(rho=ROT_RHO, p0=ROT_SETTING["p0"], r2=ROT_SETTING["r2"], l2=ROT_SETTING["l2"]):
+    """The figure's curves; the defaults are the caption's setting (sliders pass others)."""
     n = np.unique(np.geomspace(1, 2000, 120).astype(int))
     n_sim = np.array([1, 3, 10, 30, 100, 300, 1000])
-    rho = np.array(ROT_RHO)
-    theory = theta_n_value(rho[:, None], ROT_SETTING["p0"], ROT_SETTING["r2"], ROT_SETTING["l2"], n[None, :])
-    sim = np.stack([rotation_angles(r, n_sim, **ROT_SETTING) for r in rho])
+    rho = np.atleast_1d(np.asarray(rho, dtype=float))
+    setting = {"p0": p0, "r2": r2, "l2": l2}
+    theory = theta_n_value(rho[:, None], p0, r2, l2, n[None, :])
+    sim = np.stack([rotation_angles(r, n_sim, **setting) for r in rho])
     return {"rho": rho, "n": n, "theory": theory, "n_sim": n_sim, "sim": sim}
 
 

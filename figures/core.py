@@ -12,12 +12,13 @@ from typing import Callable
 
 import logging
 
-import matplotlib
-
-matplotlib.use("Agg")
+# No backend is chosen here: in Jupyter the inline backend draws the figures, in a
+# script matplotlib picks its default, and the commands that only write files
+# (``assocmem figures``, ``assocmem docs``) select Agg themselves.
 # fontTools complains about the bundled fonts' header dates while subsetting
 # them into PDFs; the output is fine and the noise buries real messages.
 logging.getLogger("fontTools").setLevel(logging.ERROR)
+import matplotlib  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLUMN_WIDTH = 3.4     # inches, one column of a two-column paper
@@ -71,7 +72,21 @@ def make(name: str, data: dict | None = None):
     with plt.rc_context(STYLE):
         fig = plt.figure(figsize=spec.size)
         spec.draw(data, fig)
+    _once_inline(fig)
     return fig, data
+
+
+def _once_inline(fig) -> None:
+    """Under Jupyter's inline backend, hand the figure over to the caller only.
+
+    The inline backend shows every open pyplot figure at the end of a cell, and a
+    notebook also shows the ``fig`` it gets back: the same figure twice (in some
+    cells). Closing it in pyplot keeps the figure intact (it still renders and
+    saves) and leaves one image, the cell's value. Other backends keep it open,
+    so ``plt.show()`` in a script still works.
+    """
+    if "inline" in matplotlib.get_backend():
+        plt.close(fig)
 
 
 def render(name: str, out: Path, formats=("pdf", "png")) -> list[Path]:

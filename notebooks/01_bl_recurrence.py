@@ -19,7 +19,9 @@
 # `P̄ = A P Aᵀ + ℓ² I; u = P̄ k; β = 1/(r² + kᵀu); M = A M + β u (v − (AM)ᵀk)ᵀ; P = P̄ − β u uᵀ`.
 #
 # Each derivation below is a `Derivation` object from `assocmem.theory`: its
-# `identities` are sympy expressions that must simplify to exactly zero.
+# `identities` are sympy expressions that must simplify to exactly zero. A cell
+# that ends in one shows it as mathematics: the statement, the assumptions, the
+# closed forms it built, and each identity with ✓ once it has simplified to 0.
 
 # %%
 import numpy as np
@@ -31,9 +33,13 @@ from assocmem.theory.bl_posterior import (gated_form, kronecker_failure, posteri
 gen = posterior_general()
 gen
 
+# %% [markdown]
+# `verify()` is the proof itself: it simplifies every identity again and
+# returns one truth value per step.
+
 # %%
-for name, ok in gen.verify().items():
-    print(f"{'✓' if ok else '✗'} {name}")
+assert all(gen.verify().values())
+gen.verify()
 
 # %% [markdown]
 # Fully symbolic at a small size: every entry of the `Dm×Dm` Kalman update on
@@ -41,8 +47,7 @@ for name, ok in gen.verify().items():
 
 # %%
 small = posterior_explicit(D=2, m=2)
-print(small.statement, "|", small.sizes)
-print(all(small.verify().values()))
+small
 
 # %% [markdown]
 # ## When the Kronecker form breaks
@@ -52,9 +57,7 @@ print(all(small.verify().values()))
 
 # %%
 fail = kronecker_failure(D=2, m=2)
-print(fail.statement)
-for name, ok in fail.verify().items():
-    print(f"{'✓' if ok else '✗'} {name}")
+fail
 
 # %% [markdown]
 # ## Numerically, from the model
@@ -82,5 +85,4 @@ print("vs joint conditioning:", np.abs(tr.M - mj).max(), np.abs(np.kron(np.eye(m
 
 # %%
 gf = gated_form()
-print(gf.statement)
-print(all(gf.verify().values()))
+gf

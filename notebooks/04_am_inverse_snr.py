@@ -25,9 +25,7 @@ from assocmem.numerics.am_snr import mc_inverse_snr
 from assocmem.theory.am_snr import derive, inverse_snr_exact, inverse_snr_leading
 
 for kernel in ("linear", "relu", "exp"):
-    dv = derive(kernel)
-    print(f"{kernel:>6}:  F(d) = {sp.simplify(dv.F)}   finite iff {dv.condition}")
-    print(f"        leading order: {dv.leading}    exact (equal-norm values): {dv.exact_sphere}")
+    display(derive(kernel))
 
 # %% [markdown]
 # The exact value, the leading order and a Monte Carlo that samples keys and
@@ -54,7 +52,17 @@ fig, _ = make("am_snr_exp_ratio")
 fig
 
 # %% [markdown]
-# ## Try your own setting
+# ## Interactive: your own key dimension and temperature
+# The sliders redraw the figure above at key dimension `d` and temperature `τ`:
+# leading order and exact value from `assocmem.theory.am_snr`, Monte Carlo from
+# `assocmem.numerics.am_snr` (a few seconds per redraw). Static renderings show
+# the defaults.
+
+# %%
+from assocmem.figures.explore import inverse_snr
+from assocmem.interact import sliders
+
+sliders(inverse_snr, d=(3, 128, 1, 32), tau=(1.0, 16.0, 0.5, 4.0), samples=(200, 4000, 200, 1000))
 
 # %%
 kernel, N, d, tau = "exp", 256, 64, 8.0

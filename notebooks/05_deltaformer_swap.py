@@ -34,6 +34,19 @@ print("triangular vs sequential:", np.abs(np.asarray(tri[0]) - np.asarray(seq[0]
 print("blockwise  vs sequential:", np.abs(np.asarray(blk[0]) - np.asarray(seq[0])).max())
 print("counted work (chunk 16):", blk[2].total, "multiply-adds in", blk[2].sequential_steps, "sequential steps")
 
+# %% [markdown]
+# The work of the blockwise solve, summed over chunks in sympy (`T = mC`), and its
+# difference from the closed form `(d + d_v) T (T + C) + T C (C − 1)/2`:
+
+# %%
+import sympy as sp
+
+from assocmem.theory.am_deltaformer import blockwise_work_closed_form
+
+(m_, C_, d_, dv_), total, difference = blockwise_work_closed_form()
+display(sp.Eq(sp.Symbol("W"), sp.factor(total)))
+sp.Eq(sp.Symbol("W") - ((d_ + dv_) * m_ * C_ * (m_ * C_ + C_) + m_ * C_ * C_ * (C_ - 1) / 2), difference)
+
 # %%
 fig, _ = make("am_deltaformer_chunk")
 fig
@@ -53,7 +66,9 @@ from assocmem.theory.am_swap import exactness_condition, induction_step
 # zero matrix; the last entry is the base case (writing values at e_1..e_n).
 residuals = induction_step(n=4, m=2)
 print(f"{len(residuals)} residuals, all exactly zero:", all(r.is_zero_matrix for r in residuals))
-print("rounding is exact on the 4ε-neighbourhoods iff ε ∈", exactness_condition())
+display(residuals[0])
+# rounding is exact on the 4ε-neighbourhoods iff
+sp.Contains(sp.Symbol("varepsilon", positive=True), exactness_condition())
 
 # %% [markdown]
 # A long random swap sequence with certified near-orthogonal keys in `d = O(log n)`:

@@ -74,5 +74,5 @@ for name, a64, a32 in zip(("q", "k", "v", "l2", "r2"), args, args32):
 from assocmem.registry import claims  # noqa: E402
 
 r = claims("bl.collision_table")[0].run()
-print(r.status, "|", r.layers)
 print({k: v for k, v in r.computed.items() if k.startswith("triton")})
+r

@@ -53,6 +53,8 @@ from functools import lru_cache
 import mpmath as mp
 import sympy as sp
 
+from . import display
+
 KERNELS = ("linear", "relu", "exp")
 VALUE_MODELS = ("sphere", "gaussian")
 
@@ -103,6 +105,30 @@ class SnrDerivation:
     leading: sp.Expr
     exact_sphere: sp.Expr
     exact_gaussian: sp.Expr
+
+    # -- display in Jupyter (see theory/display.py) ----------------------------
+    def _rows(self) -> list[str]:
+        L = display.latex_of
+        return [r"\frac{\mathbb E[\kappa(k,k')^2 \mid \|k'\|^2 = u]}{\kappa(k',k')^2} &= " + L(self.conditional),
+                r"F_\kappa(d) = \mathbb E_{u \sim \chi^2_d}[\,\cdot\,] &= " + L(self.F)
+                + r"\qquad \text{finite iff } " + L(self.condition),
+                r"\mathrm{SNR}^{-1}_{\text{leading (paper)}} &= " + L(self.leading),
+                r"\mathrm{SNR}^{-1}_{\text{exact, equal-norm values}} &= " + L(self.exact_sphere),
+                r"\mathrm{SNR}^{-1}_{\text{exact, Gaussian values}} &= " + L(self.exact_gaussian)]
+
+    def how(self) -> str:
+        return (f"{self.kernel} kernel, i.i.d. N(0, I_d) keys, values independent of the keys: two exact "
+                "sympy integrals at general N, d (score z ~ N(0, u) given u = ‖k'‖², then u ~ χ²_d); "
+                "the leading order replaces ‖k_i‖² by d and N − 1 by N")
+
+    def _repr_latex_(self) -> str:
+        head = r"&\textbf{am.snr\_" + self.kernel + r"}\quad " + display.text(self.how())
+        return "$$\\begin{aligned}\n" + " \\\\\n".join([head] + self._rows()) + "\n\\end{aligned}$$"
+
+    def _repr_markdown_(self) -> str:
+        return (f"**`am.snr_{self.kernel}`** — inverse SNR of the {self.kernel} kernel memory, exactly\n\n"
+                f"*Proved:* {display.md_escape(self.how())}.\n\n"
+                "$$\n\\begin{aligned}\n" + " \\\\\n".join(self._rows()) + "\n\\end{aligned}\n$$\n")
 
 
 @lru_cache(maxsize=None)

@@ -11,11 +11,14 @@ This module never imports :mod:`assocmem.numerics` or :mod:`assocmem.gpu`.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 import mpmath as mp
 import sympy as sp
+
+from . import display as D
 
 
 @dataclass
@@ -35,6 +38,7 @@ class Derivation:
     identities: dict = field(default_factory=dict)
     facts: dict = field(default_factory=dict)
     sizes: str = "general symbols"
+    _checked: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     def verify(self) -> dict[str, bool]:
         """Simplify every identity; ``True`` where it is exactly zero."""
@@ -42,9 +46,68 @@ class Derivation:
         out.update({name: bool(val) for name, val in self.facts.items()})
         return out
 
-    def __repr__(self) -> str:  # short, for notebooks
+    def __repr__(self) -> str:  # short, for terminals
         return (f"Derivation({self.claim!r}: {self.statement} | assumptions: {self.assumptions} | "
                 f"sizes: {self.sizes} | {len(self.identities)} identities, {len(self.facts)} facts)")
+
+    # -- display in Jupyter (see theory/display.py) ---------------------------
+    def checked(self) -> dict[str, bool]:
+        """``verify()``, run once and kept, for display."""
+        if self._checked is None:
+            self._checked = self.verify()
+        return self._checked
+
+    def how(self) -> str:
+        """What was proved and how, in one sentence."""
+        ok = self.checked()
+        n_id = sum(ok[k] for k in self.identities)
+        n_f = sum(ok[k] for k in self.facts)
+        kinds = []
+        if re.search(r"general (D|symbols|\(|size)|scalar|closed form|induction|any D", self.sizes):
+            kinds.append("symbolically at general size")
+        if re.search(r"\d", self.sizes):
+            kinds.append("symbolically at given sizes")
+        facts = f", {n_f} of {len(self.facts)} facts hold" if self.facts else ""
+        return (f"exact sympy ({' and '.join(kinds) or 'symbolically'}; sizes: {self.sizes}): "
+                f"{n_id} of {len(self.identities)} identities simplify to exactly 0{facts}")
+
+    def _object_rows(self) -> list[str]:
+        rows = []
+        for name, obj in self.objects.items():
+            tex = D.latex_of(obj)
+            rows.append(f"{D.name_tex(name)} &= {tex}" if tex is not None
+                        else f"{D.name_tex(name)} &: {D.text(D._summary(obj))}")
+        return rows
+
+    def _proof_rows(self):
+        ok = self.checked()
+        for name in list(self.identities) + list(self.facts):
+            expr = self.identities.get(name)
+            # identities are differences; most are stored already cancelled to 0
+            tex = None if expr is None or D.is_trivial_zero(expr) else D.latex_of(expr, D.MAX_IDENTITY_LATEX)
+            yield name, ok[name], tex
+
+    def _repr_latex_(self) -> str:
+        lines = [r"&\textbf{" + self.claim.replace("_", r"\_") + r"}\quad " + D.text(self.statement),
+                 r"&\textit{Assumptions: }" + D.text(self.assumptions),
+                 r"&\textit{Proved: }" + D.text(self.how())]
+        lines += self._object_rows()
+        for name, ok, tex in self._proof_rows():
+            lines.append((r"&\checkmark\ " if ok else r"&\times\ ") + D.text(name)
+                         + (rf"\qquad ({tex} = 0)" if tex else ""))
+        return "$$\\begin{aligned}\n" + " \\\\\n".join(lines) + "\n\\end{aligned}$$"
+
+    def _repr_markdown_(self) -> str:
+        out = [f"**`{self.claim}`** — {D.md_escape(self.statement)}", "",
+               f"*Assumptions:* {D.md_escape(self.assumptions)}", "",
+               f"*Proved:* {D.md_escape(self.how())}; the claim's numerical layers (mpmath, numpy) "
+               f"run in `claims({self.claim!r})[0].run()`.", ""]
+        rows = self._object_rows()
+        if rows:
+            out += ["$$", "\\begin{aligned}", " \\\\\n".join(rows), "\\end{aligned}", "$$", ""]
+        for name, ok, tex in self._proof_rows():
+            out.append(f"- {D.mark(ok)} {D.md_escape(name)}" + (f" $\\quad {tex} = 0$" if tex else ""))
+        return "\n".join(out) + "\n"
 
 
 def is_zero(expr) -> bool:

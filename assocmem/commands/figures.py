@@ -15,6 +15,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")   # files only; the figures package itself leaves the backend alone
     from assocmem.figures import FIGURES, render
 
     if args.list:

@@ -1,0 +1,29 @@
+"""``assocmem docs``: build the documentation site (Sphinx + myst-nb), offline."""
+from __future__ import annotations
+
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("docs", help="build the documentation site (HTML) from the package's own output",
+                       description="Run the claim checks, render the figures, execute the notebooks and build "
+                                   "the HTML site with Sphinx + myst-nb. Needs a checkout and the docs extra.")
+    p.add_argument("--out", metavar="DIR", help="output folder (default docs/_build/html in the checkout, "
+                                                "git-ignored); must be new, empty or an earlier build")
+    p.add_argument("--root", metavar="DIR", help="the assocmem checkout (default: the one installed from)")
+    p.add_argument("--allow-warnings", action="store_true",
+                   help="report Sphinx warnings instead of failing on them (default: warnings are errors)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from assocmem import site
+
+    root = site.find_root(args.root)
+    out = site.check_out(args.out if args.out else site.default_out(root))
+    try:
+        site.build(out, root, strict=not args.allow_warnings)
+    except site.DocsError as exc:
+        print(f"assocmem docs: build failed: {exc}", file=sys.stderr)
+        return 1
+    return 0
