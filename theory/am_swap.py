@@ -79,13 +79,9 @@ def _key(idx, signs):
     return out
 
 
-def inner_product_patterns(m: int = 4):
-    """Enumerate every pair (written key, query) over ``m`` base indices:
-    written keys are ``k_i`` or ``k_a − k_b`` (``a < b``); queries are written
-    keys (write queries) or ``k_c`` (read queries).  With a symbolic Gram
-    ``g_ij = δ_ij + ε_ij`` returns ``(ideal values, max number of ε terms,
-    max |coefficient sum|)``: ideal ⊂ {−1, 0, 1, 2}, at most 4 terms of
-    coefficient ±1, so the error is at most ``4ε``."""
+def _symbolic_gram():
+    """``(g, eps)``: the Gram entries ``g(i, j) = δ_ij + ε_ij`` of near-orthonormal unit keys, with
+    the symbols ``ε_ij`` (``i < j``) created on first use and collected in the dict ``eps``."""
     eps_sym = {}
 
     def g(i, j):
@@ -95,6 +91,18 @@ def inner_product_patterns(m: int = 4):
         if key not in eps_sym:
             eps_sym[key] = sp.Symbol(f"e{key[0]}{key[1]}", real=True)
         return eps_sym[key]
+
+    return g, eps_sym
+
+
+def inner_product_patterns(m: int = 4):
+    """Enumerate every pair (written key, query) over ``m`` base indices:
+    written keys are ``k_i`` or ``k_a − k_b`` (``a < b``); queries are written
+    keys (write queries) or ``k_c`` (read queries).  With a symbolic Gram
+    ``g_ij = δ_ij + ε_ij`` returns ``(ideal values, max number of ε terms,
+    max |coefficient sum|)``: ideal ⊂ {−1, 0, 1, 2}, at most 4 terms of
+    coefficient ±1, so the error is at most ``4ε``."""
+    g, eps_sym = _symbolic_gram()
 
     keys = [_key((i,), (1,)) for i in range(m)]
     keys += [_key((a, b), (1, -1)) for a in range(m) for b in range(a + 1, m)]
@@ -262,15 +270,7 @@ def rounding_table(m: int = 4) -> list:
     ``(kind, ideal, L1)`` with ``L1`` the largest sum of ``|coefficients|`` (so
     ``|error| ≤ L1 · ε``; rounding returns the ideal iff ``|error| < 1/2``,
     guaranteed by ``ε < 1/(2 L1)``)."""
-    eps_sym = {}
-
-    def g(i, j):
-        if i == j:
-            return sp.Integer(1)
-        key = (min(i, j), max(i, j))
-        if key not in eps_sym:
-            eps_sym[key] = sp.Symbol(f"e{key[0]}{key[1]}", real=True)
-        return eps_sym[key]
+    g, eps_sym = _symbolic_gram()
 
     init = [("init", {i: 1}) for i in range(m)]
     swaps = [("swap", {a: 1, b: -1}) for a in range(m) for b in range(m) if a != b]

@@ -38,6 +38,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from assocmem import validate as V
+from .models import MLP
 
 STATE_BUDGET = 8192
 _INV_SOFTPLUS_005 = math.log(math.expm1(0.05))
@@ -147,15 +148,6 @@ class BLMixer(nn.Module):
             self._op = _resolve_bl_op()
         o, _ = self._op(q, k, v, l2, r2, None, self.p0, validate=False, **kw)
         return self.o_proj(o.reshape(B, T, H * m).to(h.dtype))
-
-
-class MLP(nn.Module):
-    def __init__(self, d: int, ratio: int = 4):
-        super().__init__()
-        self.fc1, self.fc2 = nn.Linear(d, ratio * d), nn.Linear(ratio * d, d)
-
-    def forward(self, x):
-        return self.fc2(F.gelu(self.fc1(x)))
 
 
 MixerFactory = Callable[[int], nn.Module]
