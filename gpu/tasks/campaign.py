@@ -121,8 +121,18 @@ def dag():
                                                             {"root_position": "last"})
 
 
+def mqar_lr():
+    """MQAR (issue 16): a short learning-rate pilot per variant (4 epochs), BL first; the full 40-epoch
+    runs then take the lr with the best validation accuracy (``--protocol lr=...``)."""
+    jobs = []
+    for variant in ("base", "update", "block"):
+        for lr in (3e-4, 1e-3, 3e-3):
+            jobs += grid("mqar", ["bl"], [0], {"variant": variant, "lr": lr, "epochs": 4})
+    return jobs
+
+
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "dag": dag}
+         "dag": dag, "mqar_lr": mqar_lr}
 
 
 def cost(job) -> float:

@@ -1,5 +1,5 @@
 """Task and model names (no torch import: the CLI registers its parsers from these)."""
-TASKS = ("collision_recall", "random_keys", "swap_tracking", "dag_reachability")
+TASKS = ("collision_recall", "random_keys", "swap_tracking", "dag_reachability", "mqar")
 MIXERS = ("bl", "reset", "delta", "linear", "gla", "diag")
 KAPPAS = ("linear", "round2", "relu", "exp", "softmax")
 SWAP_MODELS = tuple(f"deltaformer-{k}" for k in KAPPAS) + tuple(f"transformer-{L}" for L in (1, 2, 4, 8))
@@ -16,6 +16,10 @@ MODELS_BY_TASK["swap_tracking"] = SWAP_MODELS + STRESS_MODELS + CURRICULUM_MODEL
 # AM Fig. 7: 1/2/4/8-layer Transformers against a 1-layer DeltaFormer per κ1 (κ2 = softmax)
 DAG_MODELS = SWAP_MODELS
 MODELS_BY_TASK["dag_reachability"] = DAG_MODELS
+# BL §4.2 (Fig. 4): the BL backbone; GDN, GDN with short convolution and Mamba2 come from
+# flash-linear-attention on the GPU machine and are not wired in yet
+MQAR_MODELS = ("bl",)
+MODELS_BY_TASK["mqar"] = MQAR_MODELS
 
 
 def is_curriculum_model(model: str) -> bool:

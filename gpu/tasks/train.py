@@ -11,6 +11,7 @@ device name, versions, seed, wall time).
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -25,10 +26,12 @@ import torch.nn.functional as F
 from assocmem import validate as V
 from . import dag as Dg
 from . import data as Dt
+from . import mqar as Mq
 from . import models as Mo
 
 from . import curriculum as Cu
-from .names import CURRICULUM_MODELS, DAG_MODELS, STRESS_MODELS, STRESS_NS, TASKS, is_curriculum_model  # noqa: F401
+from .names import (CURRICULUM_MODELS, DAG_MODELS, MQAR_MODELS, STRESS_MODELS, STRESS_NS, TASKS,  # noqa: F401
+                    is_curriculum_model)
 EVAL_SEED = 20240611          # the fixed test set (independent of the training seed)
 
 
@@ -74,6 +77,11 @@ TASK_DEFS = {
         "dag_reachability", DAG_MODELS, 5000, 256, "AM §3.3, Fig. 7, pp.20-21",
         train_settings={"n_nodes": Dg.N_NODES},
         test_settings={"n_seqs": 2048},
+        quick_test_settings={"n_seqs": 16}),
+    "mqar": TaskDef(
+        "mqar", MQAR_MODELS, 0, 256, "BL §4.2, App. F, Fig. 4",     # steps: epochs x pool / batch
+        train_settings={"vocab": Mq.VOCAB, "pools": dict(Mq.POOL_SIZES)},
+        test_settings={"n_seqs": Mq.TEST_SIZE},
         quick_test_settings={"n_seqs": 16}),
 }
 
@@ -168,6 +176,17 @@ PROTOCOL = {
                             "curriculum DeltaFormer: unit keys with beta in (0, 2) (ours) or raw keys with "
                             "beta in (0, 1) (the paper-like parameterisation)"),
     },
+    "mqar": {
+        "queries_write": (False, _bool, "query and filler tokens also write (default: only key and value tokens "
+                                        "write, MQARBatch.is_write)"),
+        "variant": ("base", _choice(*Mq.VARIANTS), "Base (Fig. 4a), Update (4b) or Block (4c)"),
+        "d_model": (128, _int_in(8, 4096), "model width (Fig. 4a's x-axis); the mixer state stays 8,192"),
+        "lr": (1e-3, _pos_float, "peak learning rate (the paper picks it per model from a grid by validation "
+                                 "accuracy: campaign plan mqar_lr)"),
+        "epochs": (40, _int_in(1, 1000), "passes over the pool (as steps: epochs x pool / batch)"),
+        "pool_size": (0, _int_in(0, 10_000_000), "training sequences (0: the paper's 100k / 160k / 120k)"),
+        "warmup_steps": (1024, _int_in(0, 1_000_000), "linear warm-up, then cosine decay to 0"),
+    },
     "dag_reachability": {
         "queries_write": (True, _bool, "fixed: attention models, every token is in the context (the read-out "
                                        "token has no value to write)"),
@@ -201,6 +220,32 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None) -> dict:
         raise ValueError("protocol queries_write: the reachability models are attention models with no "
                          "separate write; it is fixed at true")
     return out
+
+
+def mqar_pool_size(protocol: dict) -> int:
+    return protocol["pool_size"] or Mq.POOL_SIZES[protocol["variant"]]
+
+
+@functools.lru_cache(maxsize=2)
+def _mqar_pool(variant: str, n: int):
+    """The fixed training pool (seed 0, the same for every model and run seed; built once per process)."""
+    return Mq.train_pool(variant, seed=0, n=n)
+
+
+def optimizer_settings(task: str, protocol: dict) -> dict:
+    """AdamW settings: the BL tasks' (App. E.5) or MQAR's (App. F: β = (0.9, 0.95), wd 0.1, warm-up + cosine)."""
+    if task == "mqar":
+        return {"name": "AdamW", "lr": protocol["lr"], "betas": [0.9, 0.95], "weight_decay": 0.1, "clip": 1.0,
+                "schedule": f"linear warm-up {protocol['warmup_steps']} steps, then cosine to 0"}
+    return {"name": "AdamW", "lr": 3e-4, "weight_decay": 1e-4, "clip": 1.0}
+
+
+def lr_factor(step: int, steps: int, warmup: int) -> float:
+    """Linear warm-up over ``warmup`` steps, then cosine decay to 0 at ``steps``."""
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    span = max(1, steps - warmup)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warmup) / span)))
 
 
 def dag_config(protocol: dict) -> "Dg.DAGConfig":
@@ -244,6 +289,11 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
                        else (Dt.RK_FEATURES, Dt.RK_LABELS))
         return Mo.AddressBackbone(d_in, n_cls, model, n_layers=pr["n_layers"], p0=pr["p0"], gates=pr["gates"],
                                   reset_l2=pr["reset_l2"], decay=pr["bl_decay"])
+    if task == "mqar":
+        from .mqar_models import MQARModel
+
+        cfg = Mq.train_configs(pr["variant"])[0][0]
+        return MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=pr["d_model"], n_layers=2, mixer="bl")
     if task == "dag_reachability":
         cfg = dag_config(pr)
         if model.startswith("deltaformer-"):
@@ -289,6 +339,10 @@ def sample_train(task: str, model: str, batch_size: int, gen: torch.Generator, l
         return Dt.random_keys_batch(batch_size, n=n, generator=gen)
     if task == "dag_reachability":
         return Dg.dag_batch(dag_config(pr), batch_size, generator=gen)
+    if task == "mqar":
+        # uniform draws from the fixed pool (ours: with replacement, rather than epoch permutations)
+        pool = _mqar_pool(pr["variant"], mqar_pool_size(pr))
+        return pool.batch(torch.randint(0, len(pool), (batch_size,), generator=gen))
     if model.startswith("stress-"):
         return Dt.swap_stress_batch(batch_size, n=int(model.split("-")[2]), generator=gen)
     return Dt.swap_batch(batch_size, n_elems=td.train_settings["n_elems"],
@@ -307,6 +361,9 @@ def forward(net, task: str, batch, protocol: Optional[dict] = None):
     if task == "dag_reachability":
         # multilabel read-out: the n logits at the ANS token against the reachable set
         return net(batch.tokens)[batch.is_query], batch.targets
+    if task == "mqar":
+        qw = False if protocol is None else protocol["queries_write"]
+        return net(batch.tokens, None if qw else batch.is_write), batch.labels
     if isinstance(batch, Dt.SwapStressBatch):
         return net(batch.pos_a, batch.pos_b, batch.elem), batch.labels
     return net(batch.tokens), batch.labels
@@ -359,6 +416,8 @@ def evaluate(net, task: str, model: str, settings: dict, device, chunk: int = 64
             return _eval_random_keys(net, settings, device, chunk, pr)
         if task == "dag_reachability":
             return _eval_dag(net, settings, device, chunk, pr)
+        if task == "mqar":
+            return _eval_mqar(net, settings, device, chunk, pr)
         return _eval_swap(net, model, settings, device, chunk)
     finally:
         net.train()
@@ -466,6 +525,23 @@ def _eval_random_keys(net, s, device, chunk, pr):
     return {"crowding": res}
 
 
+@torch.no_grad()
+def _eval_mqar(net, s, device, chunk, pr):
+    """Query accuracy on each test configuration (3,000 sequences each; seed 1, the pool's is 0)."""
+    rows = []
+    for name, pool in Mq.build_test_sets(pr["variant"], n=s["n_seqs"]).items():
+        hit = n = 0
+        for b in pool.batches(chunk, shuffle=False):
+            logits, labels = forward(net, "mqar", _to(b, device), pr)
+            mask = labels != Mq.IGNORE
+            hit += int((logits.argmax(-1)[mask] == labels[mask]).sum())
+            n += int(mask.sum())
+        cfg = pool.configs[0]
+        rows.append({"config": name, "seq_len": cfg.seq_len, "n_pairs": cfg.n_pairs, "n_updates": cfg.n_updates,
+                     "block_size": cfg.block_size, "acc": hit / max(n, 1), "n_queries": n})
+    return {"test": rows}
+
+
 def _eval_dag(net, s, device, chunk, pr):
     """Per-node and exact-set accuracy of the reachable set, overall and per tree family."""
     outs = _batched(net, "dag_reachability", lambda b, g: Dg.dag_batch(dag_config(pr), b, generator=g),
@@ -563,6 +639,8 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
     sched = (curriculum if curriculum is not None else Cu.schedule_for(model)) if is_cur else None
     if steps is None:
         steps = CURRICULUM_STEPS if is_cur else td.steps
+        if task == "mqar":
+            steps = max(1, pr["epochs"] * mqar_pool_size(pr) // (batch_size or td.batch_size))
     steps = V.count("steps", steps, 0)
     if batch_size is None:
         # the stress test's sequences are 3n long (n up to 512): a smaller default batch
@@ -584,7 +662,9 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
 
     torch.manual_seed(seed)
     net = build_model(task, model, pr).to(dev)
-    opt = torch.optim.AdamW(net.parameters(), lr=3e-4, weight_decay=1e-4)
+    opt_cfg = optimizer_settings(task, pr)
+    opt = torch.optim.AdamW(net.parameters(), lr=opt_cfg["lr"], weight_decay=opt_cfg["weight_decay"],
+                            **({"betas": tuple(opt_cfg["betas"])} if "betas" in opt_cfg else {}))
     gen = torch.Generator().manual_seed(seed)
     step0, curve, wall_before = 0, [], 0.0
     win_sum0, win_n0 = 0.0, 0
@@ -624,6 +704,9 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
         os.replace(tmp, ckpt_path)
 
     for step in range(step0, steps):
+        if task == "mqar":
+            for group in opt.param_groups:
+                group["lr"] = opt_cfg["lr"] * lr_factor(step, steps, pr["warmup_steps"])
         length = sched.length if sched is not None else None
         batch = _to(sample_train(task, model, batch_size, gen, length=length, protocol=pr), dev)
         logits, labels = forward(net, task, batch, pr)
@@ -710,7 +793,7 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
                                                    os.environ.get("TRITON_INTERPRET") == "1" else "")
     result = {
         "task": task, "model": model, "seed": seed, "steps": steps, "batch_size": batch_size,
-        "source": td.source, "optimizer": {"name": "AdamW", "lr": 3e-4, "weight_decay": 1e-4, "clip": 1.0},
+        "source": td.source, "optimizer": opt_cfg,
         "train_settings": td.train_settings if sched is None else
         {"n_elems": td.train_settings["n_elems"], "curriculum": sched.config(), "switches": sched.switches,
          "final_stage": sched.stage, "final_length": sched.length,

@@ -1,0 +1,62 @@
+"""MQAR in the training loop (BL §4.2, App. F; issue 16): schedule, steps, protocol, evaluation."""
+import json
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+torch = pytest.importorskip("torch")
+
+from assocmem.gpu.tasks import mqar as Mq, train as Tr  # noqa: E402
+from assocmem.gpu.tasks.mqar_models import MQARModel  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+@settings(max_examples=50, deadline=None)
+@given(steps=st.integers(2, 5000), warmup=st.integers(0, 2000))
+def test_warmup_then_cosine(steps, warmup):
+    f = [Tr.lr_factor(s, steps, warmup) for s in range(steps)]
+    w = min(warmup, steps)
+    assert all(0.0 <= x <= 1.0 for x in f)
+    if w:
+        assert f[:w] == sorted(f[:w]) and abs(f[0] - 1 / warmup) < 1e-12
+    after = f[w:]
+    assert all(a >= b - 1e-12 for a, b in zip(after, after[1:]))           # non-increasing after warm-up
+    if warmup < steps:
+        assert abs(f[warmup] - 1.0) < 1e-12
+
+
+def test_default_steps_are_epochs_over_the_pool():
+    pr = Tr.resolve_protocol("mqar")
+    assert Tr.mqar_pool_size(pr) == 100_000 and pr["epochs"] == 40 and pr["queries_write"] is False
+    assert Tr.mqar_pool_size(Tr.resolve_protocol("mqar", {"variant": "update"})) == 160_000
+    opt = Tr.optimizer_settings("mqar", pr)
+    assert opt["betas"] == [0.9, 0.95] and opt["weight_decay"] == 0.1
+
+
+def test_cpu_run_records_protocol_and_optimizer(tmp_path):
+    r = Tr.train("mqar", "bl", steps=1, batch_size=2, device="cpu", out=tmp_path, progress=False, eval_mode="none",
+                 protocol={"variant": "block", "pool_size": 8, "d_model": 16})
+    path = tmp_path / "mqar" / "bl__variant-block__d_model-16__pool_size-8_s0.json"
+    rec = json.loads(path.read_text())
+    assert rec["protocol"]["variant"] == "block" and rec["optimizer"]["betas"] == [0.9, 0.95]
+    assert rec["curve"][-1]["step"] == 1 and rec["steps"] == 1
+    assert r["n_params"] > 0
+
+
+def test_evaluation_counts_query_hits():
+    """``_eval_mqar`` on a tiny model: its accuracy per configuration equals a direct count."""
+    torch.manual_seed(0)
+    pr = Tr.resolve_protocol("mqar", {"variant": "block"})
+    cfg = Mq.train_configs("block")[0][0]
+    net = MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=8, n_layers=1, n_heads=1, key_dim=4, value_dim=4).eval()
+    with torch.no_grad():
+        net.head.bias.zero_()
+        net.head.bias[7] = 50.0                                 # always answers value id 7
+    res = Tr._eval_mqar(net, {"n_seqs": 3}, torch.device("cpu"), 2, pr)["test"]
+    sets = Mq.build_test_sets("block", n=3)
+    assert [r["config"] for r in res] == list(sets)
+    for row in res:
+        b = sets[row["config"]].batch(slice(None))
+        lab = b.labels[b.labels != Mq.IGNORE]
+        assert row["n_queries"] == lab.numel() and row["acc"] == float((lab == 7).double().mean())
