@@ -402,16 +402,19 @@ def build(out: Path | None = None, root: Path | None = None, *, strict: bool = T
             (src / "tasks.md").write_text(tasks_page(root, src / "task_figures"), encoding="utf-8")
             timed("api pages", api_pages, src / "api")
             (src / "docs").mkdir()
-            for name in ("gpu.md", "tasks.md"):
-                if (root / "docs" / name).is_file():
-                    shutil.copy2(root / "docs" / name, src / "docs" / name)
+            doc_pages = sorted(p.name for p in (root / "docs").glob("*.md")) if (root / "docs").is_dir() else []
+            for name in doc_pages:                     # every report in docs/ (they link to each other)
+                shutil.copy2(root / "docs" / name, src / "docs" / name)
             if (root / "docs" / "figures").is_dir():
                 shutil.copytree(root / "docs" / "figures", src / "docs" / "figures")
+            if (root / "results" / "figures").is_dir():  # the README shows some of them
+                (src / "results" / "figures").mkdir(parents=True)
+                for png in (root / "results" / "figures").glob("*.png"):
+                    shutil.copy2(png, src / "results" / "figures" / png.name)
             nb_futs.result()
             (src / "notebooks.md").write_text(notebooks_page([p.stem for p in nbs]), encoding="utf-8")
             (src / "claims.md").write_text(claims_page(verify.result()), encoding="utf-8")
-        pages = ["claims", "figures", "notebooks", "tasks"] + \
-            [f"docs/{n[:-3]}" for n in ("tasks.md", "gpu.md") if (src / "docs" / n).is_file()] + ["api/index"]
+        pages = ["claims", "figures", "notebooks", "tasks"] + [f"docs/{n[:-3]}" for n in doc_pages] + ["api/index"]
         (src / "index.md").write_text(index_page(root, pages), encoding="utf-8")
         from assocmem import __version__
 
