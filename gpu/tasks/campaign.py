@@ -19,9 +19,10 @@ treat as a result (it has no evaluation).
 ``--heavy-gpus N`` keeps the heavy runs (``cost > 1``: the curriculum arms and
 the stress test) on the last N GPUs and the light ones on the others, each
 group with its own worker count: the heavy GPUs' workers offer ``GPU_HEAVY``
-resource units, the others ``GPU``, and each run asks for one unit of its kind.  Mixing them on one GPU starves the light
-runs: they are launch-bound, and every one of their many small kernels waits
-behind the heavy processes' time slices.  Measured on two H200s with 16
+resource units, the others ``GPU``, and each run asks for one unit of its kind.
+Mixing them on one GPU starves the light runs: they are launch-bound, and
+every one of their many small kernels waits behind the heavy processes' time
+slices.  Measured on two H200s with 16
 processes per GPU, heavy and light mixed: no run of 37 finished in 480 s; the
 learned-collision runs, 59 s alone, did not reach step 500 of 2,500
 (docs/tasks.md).
@@ -34,7 +35,7 @@ import time
 from pathlib import Path
 
 from .sweep import grid, job_name, run_jobs
-from .train import CURRICULUM_MODELS, CURRICULUM_STEPS, STRESS_MODELS
+from .names import CURRICULUM_MODELS, STRESS_MODELS          # no torch at import (sweep.py says why)
 
 
 def priority():
@@ -126,6 +127,8 @@ def cost(job) -> float:
     at 256 throughout) and the stress test (batch 64 of ``3n`` tokens, a
     ``3n × 3n`` triangular solve per sequence).
     """
+    from .train import CURRICULUM_STEPS
+
     task, model = job[0], job[1]
     if model.startswith("direct-"):
         return 4.0 * CURRICULUM_STEPS / 5000

@@ -46,7 +46,9 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from assocmem import validate as V
-from .train import protocol_tag, resolve_protocol, task_def, run_name
+
+# no torch at import: the workers import this module to run run_one (a run's torch is in its
+# subprocess), and multiprocessing's spawn re-imports the main module in every worker
 
 SEEDS = (0, 1, 2)
 EVENT_TOPIC = "assocmem.sweep"
@@ -61,6 +63,8 @@ def grid(task: str, models: Optional[Sequence[str]] = None, seeds: Optional[Sequ
     """The ``(task, model, seed, protocol)`` runs of the paper's grid, in priority order (seeds outer).
 
     ``protocol``: overrides of the task's protocol options for every run (checked here)."""
+    from .train import resolve_protocol, task_def
+
     td = task_def(task)
     models = list(td.models if models is None else models)
     for m in models:
@@ -85,6 +89,8 @@ def job_protocol(job) -> dict:
 
 def job_name(job) -> str:
     """The result file stem of a job ``(task, model, seed[, protocol])``."""
+    from .train import protocol_tag, resolve_protocol, run_name
+
     task, model, seed = job[:3]
     return run_name(model, seed, protocol_tag(task, resolve_protocol(task, job_protocol(job))))
 
@@ -194,9 +200,21 @@ def start_local_cluster(spec: list[dict], *, dashboard: bool = True):
         "nthreads": w["nthreads"], "resources": w["resources"] or None, "env": w["env"],
         # the runs are subprocesses: the worker itself holds nothing worth a memory limit
         "memory_limit": 0, "silence_logs": logging.ERROR}} for w in spec}
-    sched = {"cls": Scheduler, "options": {"dashboard_address": ":8787" if dashboard else None,
+    sched = {"cls": Scheduler, "options": {"dashboard_address": _dashboard_address() if dashboard else ":0",
                                            "dashboard": bool(dashboard)}}
     return SpecCluster(workers=workers, scheduler=sched, silence_logs=logging.ERROR)
+
+
+def _dashboard_address() -> str:
+    """Dask's usual port 8787 when it is free, else any (the link printed names it)."""
+    import socket
+
+    with socket.socket() as sk:
+        try:
+            sk.bind(("", 8787))
+        except OSError:
+            return ":0"
+    return ":8787"
 
 
 def connect(scheduler: str, timeout: float = 10.0):
@@ -278,16 +296,17 @@ def run_env(worker=None) -> dict:
 
 
 def run_one(job, *, out, device: str = "cpu", steps=None, batch_size=None, extra_args: Sequence[str] = (),
-            token: str = "", deadline: Optional[float] = None, kill_at: Optional[float] = None,
-            poll_s: float = 0.5) -> dict:
+            name: Optional[str] = None, token: str = "", deadline: Optional[float] = None,
+            kill_at: Optional[float] = None, poll_s: float = 0.5) -> dict:
     """Run one job in a subprocess (the Dask task); returns its record or raises :class:`RunFailed`.
 
     ``deadline``: do not start after it (record ``not started``); ``kill_at``:
     stop the run then (record ``stopped``, its checkpoint stays); ``token``
-    marks this sweep's attempts in the run's log.
+    marks this sweep's attempts in the run's log; ``name``: :func:`job_name` (given by the client,
+    so that a worker never imports torch itself).
     """
     task, model, seed = job[:3]
-    name = job_name(job)
+    name = job_name(job) if name is None else name
     base = {"task": task, "model": model, "seed": seed, "name": name}
     if deadline is not None and time.time() >= deadline:
         return {**base, "status": "not started", "rc": None, "seconds": 0.0}
@@ -441,17 +460,22 @@ def run_jobs(jobs, *, out: str | Path = "results", steps=None, batch_size=None, 
                 raise ValueError(f"--device {device}: no worker of the cluster has {'/'.join(sorted(need - have))} "
                                  f"resources (start the GPU workers with --resources GPU=N, one worker per GPU)")
         link = _dashboard(client)
-        log(f"dashboard: {link}" if link else "dashboard: none (pip install bokeh for Dask's dashboard)")
+        import importlib.util
+        plots_here = importlib.util.find_spec("bokeh") is not None
+        log(f"dashboard: {link}" + ("" if plots_here else " (its plots need bokeh on the scheduler)") if link
+            else "dashboard: none (pip install bokeh for Dask's dashboard)")
         token = uuid.uuid4().hex[:8]
-        events = []
+        if progress is None:
+            progress = sys.stdout.isatty()
+        # with Dask's bar on the terminal, a log line first clears the bar's line (it redraws itself)
+        say = (lambda m: log("\r\x1b[2K" + m)) if progress else log
 
         def on_event(ev):
             m = ev[1] if isinstance(ev, tuple) and len(ev) == 2 else ev
             if isinstance(m, dict) and m.get("event") == "start":
-                events.append(m)
                 extra = f", attempt {m['attempt']}" if m.get("attempt", 1) > 1 else ""
                 res = f", resuming from step {m['resumed_from']}" if m.get("resumed_from") is not None else ""
-                log(f"start {m['label']} on {m['worker']} ({m['device']}{extra}{res})")
+                say(f"start {m['label']} on {m['worker']} ({m['device']}{extra}{res})")
 
         try:
             client.subscribe_topic(EVENT_TOPIC, on_event)
@@ -460,12 +484,11 @@ def run_jobs(jobs, *, out: str | Path = "results", steps=None, batch_size=None, 
         futures = {}
         for i, job in enumerate(todo):
             f = client.submit(run_one, job, out=str(out), device=device, steps=steps, batch_size=batch_size,
-                              extra_args=tuple(extra_args), token=token, deadline=deadline, kill_at=kill_at,
+                              extra_args=tuple(extra_args), name=job_name(job), token=token, deadline=deadline,
+                              kill_at=kill_at,
                               key=f"train-{job_label(job)}-{token}", resources=job_resources(job, device, heavy),
                               retries=retries, priority=len(todo) - i, pure=False)
             futures[f] = job
-        if progress is None:
-            progress = sys.stdout.isatty()
         bar = None
         if progress:
             from distributed.diagnostics.progressbar import progress as dask_progress
@@ -479,18 +502,20 @@ def run_jobs(jobs, *, out: str | Path = "results", steps=None, batch_size=None, 
             if f.status == "finished":
                 rec = f.result()
                 if rec["status"] == "done":
-                    log(f"done {label} in {rec['seconds']:.1f}s")
+                    say(f"done {label} in {rec['seconds']:.1f}s")
                 elif rec["status"] == "stopped":
-                    log(f"killed at the time limit: {label} (its checkpoint stays)")
+                    say(f"killed at the time limit: {label} (its checkpoint stays)")
+                elif rec["status"] != "not started":
+                    say(f"{rec['status']} {label}")
             else:
                 exc = f.exception()
                 rc = getattr(exc, "rc", None)
                 last = getattr(exc, "last_line", None) or f"{type(exc).__name__}: {exc}"
                 rec = {"task": job[0], "model": job[1], "seed": job[2], "name": job_name(job), "status": "failed",
                        "rc": rc if rc is not None else 1, "error": last, "seconds": None}
-                log(f"FAILED (rc {rec['rc']}) {label} after {retries + 1} attempt(s)" if rc is not None
+                say(f"FAILED (rc {rec['rc']}) {label} after {retries + 1} attempt(s)" if rc is not None
                     else f"FAILED {label}")
-                log("  " + last)
+                say("  " + last)
             records.append(rec)
         if bar is not None:
             bar.join(timeout=2)

@@ -213,7 +213,7 @@ def test_worker_killed_mid_run_resumes_from_its_checkpoint_elsewhere(cpu_cluster
     kw = dict(steps=75, batch_size=4, extra_args=("--eval", "quick", "--ckpt-every", "25"),
               scheduler=cluster.scheduler_address, progress=False)
     d = tmp_path / "fault" / "random_keys"
-    recs, ref, logs = [], [], []
+    recs, logs = [], []
     t = threading.Thread(target=lambda: recs.extend(Sw.run_jobs([job], out=tmp_path / "fault", log=logs.append,
                                                                 **kw)))
     t.start()
