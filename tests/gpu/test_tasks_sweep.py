@@ -198,6 +198,32 @@ def cpu_cluster():
     cluster.close()
 
 
+def test_gpu_workers_are_pinned_and_offer_gpu_units(monkeypatch):
+    """The local cluster of cluster_spec('cuda') (two GPUs faked): each worker process sees its own GPU
+    only, offers GPU units, and a task asking for one unit runs there with the run's thread share."""
+    from distributed import Client
+
+    monkeypatch.setattr(Sw, "_gpu_count", lambda: 2)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    spec = Sw.cluster_spec("cuda", workers_per_device=3, cores=12)
+    cluster = Sw.start_local_cluster(spec, dashboard=False)
+    try:
+        with Client(cluster) as client:
+            info = client.scheduler_info(n_workers=-1)["workers"].values()
+            assert sorted((w["name"], w["resources"].get("GPU"), w["nthreads"]) for w in info) == \
+                [("gpu0", 3, 3), ("gpu1", 3, 3)]
+            envs = client.run(lambda: {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")})
+            assert sorted(e["CUDA_VISIBLE_DEVICES"] for e in envs.values()) == ["0", "1"]
+            assert {e["OMP_NUM_THREADS"] for e in envs.values()} == {"2"}             # 12 cores / 6 runs
+            futs = [client.submit(Sw.run_env, resources={"GPU": 1}, pure=False) for _ in range(6)]
+            seen = [f.result() for f in futs]
+            assert {e["CUDA_VISIBLE_DEVICES"] for e in seen} <= {"0", "1"}
+            assert all(e["OMP_NUM_THREADS"] == e["MKL_NUM_THREADS"] == "2" for e in seen)
+    finally:
+        cluster.close()
+
+
 def _result_core(path):
     r = json.loads(path.read_text())
     return {k: r[k] for k in ("curve", "eval", "steps", "batch_size", "protocol", "n_params")}
