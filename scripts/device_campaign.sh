@@ -4,8 +4,10 @@
 #
 #   ASSOCMEM_COMMIT=<hash> bash scripts/device_campaign.sh [campaign options...]
 #
-# Installs fla (wheels carried in .whl/) and this package (not editable, run from
-# /tmp so the checkout's top-level folders are not imported by accident), starts
+# Installs the wheels carried in .whl/ (fla; Dask and the dependencies the machine lacks,
+# which the campaign runs on: docs/tasks.md, "Sweeps on Dask") and this package (not
+# editable, run from /tmp so the checkout's top-level folders are not imported by
+# accident), starts
 # from the committed results/ plus, when present, the checkpoints and partial
 # curves of the previous call (.resume/results.tgz, carried), runs
 # `python -m assocmem.gpu.tasks.campaign --out $OUT/results ...`, and packs the
@@ -24,6 +26,8 @@ if ls .whl/*.whl >/dev/null 2>&1; then   # wheels are optional: the learned task
     && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} || { echo "wheels: install failed"; exit 3; }
 fi
 python3 -m pip install -q --no-deps --no-build-isolation . || { echo "assocmem: install failed"; exit 3; }
+python3 -c "import distributed" 2>/dev/null || {
+  echo "dask: not importable; carry its wheels in .whl/ (docs/tasks.md, 'Sweeps on Dask')"; exit 3; }
 mkdir -p "$OUT/results"
 cp -r results/. "$OUT/results/"
 if [ -f .resume/results.tgz ]; then

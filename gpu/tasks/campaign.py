@@ -1,9 +1,11 @@
 """A time-boxed campaign over all three tasks, in priority order (for a GPU lease).
 
-``python -m assocmem.gpu.tasks.campaign --budget-s 300 --out results`` starts
-runs from :data:`PRIORITY` on every worker slot until ``budget_s`` minus
-``reserve_s`` has passed, lets the running ones finish, and stops (killing
-only its own children) at ``budget_s``.  Results land in
+``python -m assocmem.gpu.tasks.campaign --budget-s 300 --out results`` is a
+sweep with a time budget on the same Dask engine (:func:`.sweep.run_jobs`: a
+local cluster, one worker per GPU taking ``--workers-per-device`` runs, or
+``--scheduler``): it starts runs from a plan (:data:`PLANS`) until ``budget_s``
+minus ``reserve_s`` has passed, lets the running ones finish, and stops the
+runs still going at ``budget_s``.  Results land in
 ``OUT/TASK/MODEL_sSEED.json`` as usual; what was not run is printed.
 
 ``--longest-first`` starts the heaviest runs first (:func:`cost`, a rough
@@ -16,9 +18,11 @@ treat as a result (it has no evaluation).
 
 ``--heavy-gpus N`` keeps the heavy runs (``cost > 1``: the curriculum arms and
 the stress test) on the last N GPUs and the light ones on the others, each
-group with its own worker count.  Mixing them on one GPU starves the light
-runs: they are launch-bound, and every one of their many small kernels waits
-behind the heavy processes' time slices.  Measured on two H200s with 16
+group with its own worker count: the heavy GPUs' workers offer ``GPU_HEAVY``
+resource units, the others ``GPU``, and each run asks for one unit of its kind.
+Mixing them on one GPU starves the light runs: they are launch-bound, and
+every one of their many small kernels waits behind the heavy processes' time
+slices.  Measured on two H200s with 16
 processes per GPU, heavy and light mixed: no run of 37 finished in 480 s; the
 learned-collision runs, 59 s alone, did not reach step 500 of 2,500
 (docs/tasks.md).
@@ -27,13 +31,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import threading
 import time
 from pathlib import Path
 
-from .sweep import _gpu_count, grid, job_name, run_jobs
-from .train import CURRICULUM_MODELS, CURRICULUM_STEPS, STRESS_MODELS
+from .sweep import grid, job_name, run_jobs
+from .names import CURRICULUM_MODELS, STRESS_MODELS          # no torch at import (sweep.py says why)
 
 
 def priority():
@@ -144,6 +146,8 @@ def cost(job) -> float:
     at 256 throughout) and the stress test (batch 64 of ``3n`` tokens, a
     ``3n × 3n`` triangular solve per sequence).
     """
+    from .train import CURRICULUM_STEPS
+
     task, model = job[0], job[1]
     if model.startswith("direct-"):
         return 4.0 * CURRICULUM_STEPS / 5000
@@ -187,25 +191,20 @@ def write_partials(jobs, out) -> list[Path]:
     return paths
 
 
-def split_heavy(jobs, n_gpus: int, heavy_gpus: int):
-    """``[(jobs, gpu_ids), ...]``: heavy runs (``cost > 1``) on the last ``heavy_gpus`` GPUs, light on the rest."""
-    if heavy_gpus <= 0:
-        return [(list(jobs), None)]
-    if heavy_gpus >= n_gpus:
-        raise ValueError(f"heavy-gpus: {heavy_gpus} leaves no GPU for the light runs ({n_gpus} visible; "
-                         f"needs at least {heavy_gpus + 1})")
-    heavy = [j for j in jobs if cost(j) > 1.0]
-    light = [j for j in jobs if cost(j) <= 1.0]
-    ids = list(range(n_gpus))
-    return [(light, ids[: n_gpus - heavy_gpus]), (heavy, ids[n_gpus - heavy_gpus:])]
+def is_heavy(job) -> bool:
+    """The runs that ``--heavy-gpus`` keeps apart: ``cost > 1`` (curriculum, direct, stress)."""
+    return cost(job) > 1.0
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m assocmem.gpu.tasks.campaign")
+    ap = argparse.ArgumentParser(prog="python -m assocmem.gpu.tasks.campaign",
+                                 description="A time-boxed sweep over a named plan, on the same Dask engine as "
+                                             "`assocmem gpu sweep` (a local cluster, or --scheduler).")
     ap.add_argument("--out", default="results")
     ap.add_argument("--budget-s", type=float, default=300.0)
     ap.add_argument("--reserve-s", type=float, default=90.0, help="no new run starts in the last RESERVE_S")
-    ap.add_argument("--workers-per-device", type=int, default=6)
+    ap.add_argument("--workers-per-device", type=int, default=6,
+                    help="runs at a time per GPU (default 6; on a CPU machine: single-run workers)")
     ap.add_argument("--plan", default="paper", choices=sorted(PLANS),
                     help="which runs: paper (the papers' grids, default protocol) or issue14 (the protocol "
                          "ablations of issue 14)")
@@ -216,43 +215,29 @@ def main(argv=None) -> int:
                     help="start the heaviest runs first (see cost()); the default is the priority order")
     ap.add_argument("--heavy-gpus", type=int, default=0,
                     help="run the heavy runs (curriculum, stress) on the last N GPUs only, the light ones on the "
-                         "others (default 0: all runs share every GPU)")
+                         "others (default 0: all runs share every GPU); the heavy GPUs' workers offer GPU_HEAVY "
+                         "units instead of GPU")
     ap.add_argument("--heavy-workers-per-device", type=int, default=None,
-                    help="worker slots per heavy GPU (default: --workers-per-device)")
+                    help="runs at a time per heavy GPU (default: --workers-per-device)")
+    ap.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                    help="join this Dask cluster (address or scheduler file) instead of starting a local one")
+    ap.add_argument("--retries", type=int, default=0, help="try a failed run again K times (default 0)")
     args = ap.parse_args(argv)
     t0 = time.time()
+    if args.limit is not None and args.limit < 0:
+        raise ValueError(f"--limit must be >= 0 (got {args.limit})")
+    if args.budget_s <= 0 or args.reserve_s < 0:
+        raise ValueError(f"--budget-s must be > 0 and --reserve-s >= 0 (got {args.budget_s:g}, {args.reserve_s:g})")
     jobs = PLANS[args.plan]()[: args.limit]
     if args.longest_first:
         jobs = longest_first(jobs)
-    groups = split_heavy(jobs, _gpu_count(), args.heavy_gpus)
     log = lambda m: print(f"[{time.time() - t0:6.1f}s] {m}", flush=True)      # noqa: E731
-    recs: list = []
-
-    def go(group_jobs, devices, wpd):
-        recs.extend(run_jobs(group_jobs, out=args.out, workers_per_device=wpd, devices=devices, steps=args.steps,
-                             batch_size=args.batch_size, deadline=t0 + args.budget_s - args.reserve_s,
-                             kill_at=t0 + args.budget_s, log=log))
-
-    # the groups run side by side: split the cores over all their workers (sweep.run_jobs
-    # would give each group's workers the whole machine)
-    n_slots = sum((len(devices) if devices is not None else 1)
-                  * (args.workers_per_device if i == 0 or args.heavy_workers_per_device is None
-                     else args.heavy_workers_per_device)
-                  for i, (_, devices) in enumerate(groups))
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, str(max(1, (os.cpu_count() or 1) // max(1, n_slots))))
-    threads = []
-    for i, (group_jobs, devices) in enumerate(groups):
-        wpd = args.workers_per_device if i == 0 or args.heavy_workers_per_device is None \
-            else args.heavy_workers_per_device
-        if devices is not None:
-            log(f"{'light' if i == 0 else 'heavy'} runs ({len(group_jobs)}) on GPU(s) {devices}, "
-                f"{wpd} worker(s) each")
-        threads.append(threading.Thread(target=go, args=(group_jobs, devices, wpd)))
-        threads[-1].start()
-    for t in threads:
-        t.join()
-    ok = sum(r["rc"] == 0 for r in recs)
+    recs = run_jobs(jobs, out=args.out, steps=args.steps, batch_size=args.batch_size,
+                    workers_per_device=args.workers_per_device, heavy_gpus=args.heavy_gpus,
+                    heavy_workers_per_device=args.heavy_workers_per_device,
+                    heavy=is_heavy if args.heavy_gpus else None, scheduler=args.scheduler, retries=args.retries,
+                    deadline=t0 + args.budget_s - args.reserve_s, kill_at=t0 + args.budget_s, log=log)
+    ok = sum(r["status"] == "done" for r in recs)
     print(f"campaign: {ok}/{len(jobs)} runs finished in {time.time() - t0:.0f}s", flush=True)
     for p in write_partials(jobs, args.out):
         print(f"partial (stopped at the limit): {p}", flush=True)

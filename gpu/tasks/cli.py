@@ -29,6 +29,9 @@ def register(sub) -> None:
     p.add_argument("--eval", dest="eval_mode", default="auto", choices=("auto", "full", "quick", "none"),
                    help="test grid: full (the paper's), quick (a few settings), auto = full on cuda, quick on cpu")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--ckpt-every", type=int, default=500, metavar="N",
+                   help="advanced: checkpoint every N steps (default 500; a multiple of the curve's 25-step "
+                        "interval, so that a resumed run's curve equals an uninterrupted one; 0: only at the end)")
     p.add_argument("--queries-write", action="store_true",
                    help="ablation: query tokens also write to the memory (default: they only read; the "
                         "shorthand of --protocol queries_write=true)")
@@ -45,16 +48,35 @@ def register(sub) -> None:
                    help="fixed-step schedule instead: the steps at which each stage ends, comma-separated")
     p.set_defaults(func=run_train)
 
-    s = sub.add_parser("sweep", help="run a task's grid (models x seeds) over all visible GPUs",
-                       description="Run the paper's grid for TASK, one process per worker slot "
-                                   "(--workers-per-device per GPU); finished runs are skipped.")
+    s = sub.add_parser("sweep", help="run a task's grid (models x seeds) on a Dask cluster",
+                       description="Run the paper's grid for TASK on Dask distributed: by default a local "
+                                   "cluster on this host (one worker per visible GPU taking "
+                                   "--workers-per-device runs at a time; on a CPU machine one worker per "
+                                   "core), or the cluster at --scheduler.  Each run is a subprocess that "
+                                   "resumes from its checkpoint; finished runs are skipped; a failed run is "
+                                   "retried --retries times and reported while the others go on.")
     s.add_argument("task", choices=TASKS)
     s.add_argument("--out", default="results")
     s.add_argument("--models", default=None, help="comma-separated subset (default: all, in priority order)")
     s.add_argument("--seeds", default=None, help="comma-separated (default 0,1,2; swap tracking 0)")
     s.add_argument("--steps", type=int, default=None)
     s.add_argument("--batch-size", type=int, default=None)
-    s.add_argument("--workers-per-device", type=int, default=4)
+    s.add_argument("--device", default=None, choices=("cuda", "cpu"),
+                   help="the runs' device (default: cuda if this host, or the --scheduler cluster, has GPUs)")
+    s.add_argument("--eval", dest="eval_mode", default=None, choices=("auto", "full", "quick", "none"),
+                   help="every run's test grid (default auto: full on cuda, quick on cpu)")
+    s.add_argument("--workers-per-device", type=int, default=None,
+                   help="runs at a time per GPU (default 4; 12 was the measured sweet spot on an H200); "
+                        "on the CPU the number of single-run workers (default: one per core)")
+    s.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="join this Dask cluster (tcp://host:8786, or a scheduler file) instead of starting a "
+                        "local one; GPU workers need --resources GPU=N (README: SLURM via dask-jobqueue)")
+    s.add_argument("--connect-timeout", type=float, default=10.0, metavar="S",
+                   help="give up on --scheduler after S seconds (default 10)")
+    s.add_argument("--retries", type=int, default=0,
+                   help="try a failed run again K times, resuming from its checkpoint (default 0)")
+    s.add_argument("--ckpt-every", type=int, default=None, metavar="N",
+                   help="advanced: every run checkpoints every N steps (default 500; a multiple of 25)")
     s.add_argument("--queries-write", action="store_true", help="ablation: query tokens also write")
     s.add_argument("--protocol", action="append", default=[], metavar="KEY=VALUE",
                    help="a protocol option for every run of the grid (repeatable)")
@@ -117,12 +139,25 @@ def run_train(args) -> int:
     res = train(args.task, args.model, seed=args.seed, steps=args.steps, batch_size=args.batch_size,
                 device=args.device, out=args.out, resume=args.resume, eval_mode=args.eval_mode,
                 progress=not args.no_progress and sys.stderr.isatty(), curriculum=sched,
-                protocol=parse_protocol(args.task, args.protocol, args.queries_write))
+                protocol=parse_protocol(args.task, args.protocol, args.queries_write),
+                ckpt_every=ckpt_every(args.ckpt_every))
     last = res["curve"][-1] if res["curve"] else {}
     print(json.dumps({"task": res["task"], "model": res["model"], "seed": res["seed"],
                       "final_train": last, "wall_s": res["provenance"]["wall_s"],
                       "device": res["provenance"]["device"]}))
     return 0
+
+
+LOG_EVERY = 25          # train()'s log_every: one curve point per 25 steps
+
+
+def ckpt_every(n) -> int:
+    """``--ckpt-every``: >= 0 and a multiple of the curve's log interval (the interval's running means
+    are not in the checkpoint, so a run resumed mid-interval would average fewer steps)."""
+    n = int(n)
+    if n < 0 or n % LOG_EVERY:
+        raise ValueError(f"--ckpt-every must be 0 or a positive multiple of {LOG_EVERY} (got {n})")
+    return n
 
 
 def run_sweep(args) -> int:
@@ -137,12 +172,22 @@ def run_sweep(args) -> int:
 
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
     seeds = ints(args.seeds) if args.seeds else None
+    extra = []
+    if args.eval_mode is not None:
+        extra += ["--eval", args.eval_mode]
+    if args.ckpt_every is not None:
+        extra += ["--ckpt-every", str(ckpt_every(args.ckpt_every))]
     recs = sweep(args.task, models=models, seeds=seeds,
                  protocol=parse_protocol(args.task, args.protocol, args.queries_write),
-                 out=args.out, steps=args.steps,
-                 batch_size=args.batch_size, workers_per_device=args.workers_per_device,
+                 out=args.out, steps=args.steps, batch_size=args.batch_size, device=args.device,
+                 workers_per_device=args.workers_per_device, scheduler=args.scheduler,
+                 connect_timeout=args.connect_timeout, retries=args.retries, extra_args=extra,
                  log=lambda m: print(m, flush=True))
-    return 1 if any(r["rc"] != 0 for r in recs) else 0
+    bad = [r for r in recs if r["status"] != "done"]
+    if recs:
+        print(f"sweep: {len(recs) - len(bad)}/{len(recs)} run(s) done"
+              + (f"; failed: {', '.join(r['task'] + ':' + r['name'] for r in bad)}" if bad else ""), flush=True)
+    return 1 if bad else 0
 
 
 def main(argv=None) -> int:

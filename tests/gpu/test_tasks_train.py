@@ -1,4 +1,4 @@
-"""Training loop, CLI, sweep grid, metrics and figures of the learned tasks.
+"""Training loop, CLI, metrics and figures of the learned tasks (sweeps: test_tasks_sweep.py).
 
 The CI smoke test is a tiny CPU run per task (``--steps 3 --batch-size 4
 --device cpu``); the BL mixer goes through the interpreted Triton kernel when
@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from assocmem.gpu.tasks import cli, data as Dt, plots, sweep as Sw, train as Tr
+from assocmem.gpu.tasks import cli, data as Dt, plots, train as Tr
 
 pytestmark = pytest.mark.gpu
 
@@ -119,80 +119,6 @@ def test_collision_metrics_by_hand():
     assert abs(m["margin_target"] + (math.exp(3) - 1) / (math.exp(3) + 15)) < 1e-12
 
 
-def test_sweep_grid_and_skip(tmp_path):
-    g = Sw.grid("collision_recall")
-    assert len(g) == 18 and {m for _, m, _ in g} == set(Tr.TASK_DEFS["collision_recall"].models)
-    assert {s for *_, s in g} == {0, 1, 2}
-    assert len(Sw.grid("swap_tracking")) == len(Tr.TASK_DEFS["swap_tracking"].models)
-    # finished runs are skipped: nothing is launched when every JSON exists
-    for task, model, seed in g[:2]:
-        (tmp_path / task).mkdir(parents=True, exist_ok=True)
-        (tmp_path / task / f"{model}_s{seed}.json").write_text("{}")
-    logs = []
-    recs = Sw.run_jobs(g[:2], out=tmp_path, log=logs.append)
-    assert recs == [] and "2 run(s) already have results" in logs[0]
-    from assocmem.gpu.tasks import campaign
-    pri = campaign.priority()
-    assert pri[:4] == [("collision_recall", m, 0) for m in ("bl", "reset", "delta", "linear")]
-    assert len(set(pri)) == len(pri)
-
-
-def test_campaign_longest_first_and_partials(tmp_path):
-    """--longest-first: heavy runs first, ties in priority order; a stopped run's checkpoint -> .partial.json."""
-    from assocmem.gpu.tasks import campaign
-
-    pri = campaign.priority()
-    lf = campaign.longest_first(pri)
-    assert sorted(lf) == sorted(pri)
-    costs = [campaign.cost(j) for j in lf]
-    assert costs == sorted(costs, reverse=True)
-    assert lf[0][1].startswith("direct-") and campaign.cost(("swap_tracking", "stress-round2-512", 0)) > 1
-    light = [j for j in lf if campaign.cost(j) == 1.0]
-    assert light == [j for j in pri if campaign.cost(j) == 1.0]          # stable
-    # a run stopped at the limit: checkpoint but no JSON -> partial record; finished runs are left alone
-    d = tmp_path / "swap_tracking"
-    d.mkdir()
-    torch.save({"step": 500, "wall_s": 12.3, "curve": [{"step": 25, "acc": 0.5, "length": 32}],
-                "curriculum": {"stage": 1}}, d / "curriculum-round2-nope_s0.ckpt.pt")
-    torch.save({"step": 500, "curve": []}, d / "stress-linear-128_s0.ckpt.pt")
-    (d / "stress-linear-128_s0.json").write_text("{}")
-    jobs = [("swap_tracking", "curriculum-round2-nope", 0), ("swap_tracking", "stress-linear-128", 0),
-            ("swap_tracking", "direct-linear-rope", 0)]
-    paths = campaign.write_partials(jobs, tmp_path)
-    assert [p.name for p in paths] == ["curriculum-round2-nope_s0.partial.json"]
-    rec = json.loads(paths[0].read_text())
-    assert rec["step"] == 500 and rec["curriculum"] == {"stage": 1} and rec["curve"][0]["length"] == 32
-    assert "eval" not in rec and plots.load_results(tmp_path, "swap_tracking") == []
-
-
-def test_campaign_heavy_gpus_split(monkeypatch, capsys):
-    """--heavy-gpus: heavy runs (curriculum, stress) on the last GPUs, light runs on the others."""
-    from assocmem.gpu.tasks import campaign
-
-    jobs = campaign.priority()
-    (light, lid), (heavy, hid) = campaign.split_heavy(jobs, 2, 1)
-    assert lid == [0] and hid == [1] and sorted(light + heavy) == sorted(jobs)
-    assert all(campaign.cost(j) > 1 for j in heavy) and all(campaign.cost(j) <= 1 for j in light)
-    assert {m for _, m, _ in heavy} >= {"direct-round2-nope", "curriculum-linear-rope", "stress-round2-128"}
-    assert campaign.split_heavy(jobs, 1, 0) == [(jobs, None)]
-    with pytest.raises(ValueError, match="heavy-gpus"):
-        campaign.split_heavy(jobs, 2, 2)
-    calls = []
-    monkeypatch.setattr(campaign, "_gpu_count", lambda: 4)
-    monkeypatch.setattr(campaign, "run_jobs", lambda j, **kw: calls.append((len(j), kw["devices"],
-                                                                             kw["workers_per_device"])) or [])
-    monkeypatch.setattr(campaign, "write_partials", lambda jobs, out: [])
-    assert campaign.main(["--heavy-gpus", "1", "--workers-per-device", "9", "--heavy-workers-per-device", "3"]) == 0
-    assert sorted(calls) == sorted([(len(light), [0, 1, 2], 9), (len(heavy), [3], 3)])
-
-
-@pytest.mark.slow
-def test_sweep_runs_a_job_in_a_subprocess(tmp_path):
-    recs = Sw.run_jobs([("random_keys", "linear", 0)], out=tmp_path, steps=2, batch_size=2, log=lambda m: None)
-    assert recs and recs[0]["rc"] == 0
-    assert (tmp_path / "random_keys" / "linear_s0.json").exists()
-
-
 def _fake(tmp_path, task, model, seed, ev, curve=None, protocol=None, tag=""):
     d = tmp_path / task
     d.mkdir(parents=True, exist_ok=True)
@@ -294,30 +220,3 @@ def test_cli_smoke_bl_interpreted(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     r = _smoke(tmp_path, "collision_recall", "bl", capsys)
     assert "triton" in r["provenance"]["bl_op"]
-
-
-def test_run_jobs_gives_each_worker_a_share_of_the_cores(tmp_path, monkeypatch):
-    """Worker processes get OMP/MKL threads = cores // slots (a user's setting wins); a failed run's
-    last log line reaches the campaign log."""
-    seen = []
-
-    class FakeProc:
-        def __init__(self, cmd, env, stdout, stderr):
-            seen.append(env)
-            stdout.write("step 1\rstep 2\nboom: out of memory\n\n")
-            stdout.flush()
-
-        def poll(self):
-            return 1
-
-    monkeypatch.setattr(Sw.subprocess, "Popen", FakeProc)
-    monkeypatch.setattr(Sw.os, "cpu_count", lambda: 32)
-    monkeypatch.setattr(Sw, "_gpu_count", lambda: 2)
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.setenv("MKL_NUM_THREADS", "3")
-    logs = []
-    Sw.run_jobs([("random_keys", "linear", 0)], out=tmp_path, workers_per_device=4, log=logs.append)
-    assert seen[0]["OMP_NUM_THREADS"] == "4"            # 32 cores / (2 GPUs x 4 workers)
-    assert seen[0]["MKL_NUM_THREADS"] == "3"
-    assert seen[0]["CUDA_VISIBLE_DEVICES"] == "0"
-    assert any("FAILED" in m for m in logs) and logs[-1].strip() == "boom: out of memory"
