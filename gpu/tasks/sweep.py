@@ -44,7 +44,7 @@ def _gpu_count() -> int:
         return 0
 
 
-def run_jobs(jobs, *, out: str | Path = "results", steps=None, batch_size=None, workers_per_device: int = 4,
+def run_jobs(jobs, *, out: str | Path = "runs", steps=None, batch_size=None, workers_per_device: int = 4,
              devices: Optional[Sequence[int]] = None, extra_args: Sequence[str] = (), deadline: Optional[float] = None,
              kill_at: Optional[float] = None, log=print) -> list[dict]:
     """Run ``(task, model, seed)`` jobs over the worker slots; one record per finished run.
@@ -73,8 +73,10 @@ def run_jobs(jobs, *, out: str | Path = "results", steps=None, batch_size=None, 
             sl = free.pop(0)
             task, model, seed = queue.pop(0)
             cmd = [sys.executable, "-m", "assocmem.gpu.tasks", "train", task, "--model", model,
-                   "--seed", str(seed), "--out", str(out), "--resume", "--no-progress",
+                   "--seed", str(seed), "--out", str(out), "--no-progress",
                    "--device", "cpu" if sl[0] is None else "cuda"]
+            if (out / task / f"{run_name(model, seed)}.ckpt.pt").exists():
+                cmd.append("--resume")        # a run cut short continues (--resume needs a checkpoint)
             if steps is not None:
                 cmd += ["--steps", str(steps)]
             if batch_size is not None:

@@ -64,18 +64,18 @@ def test_resume_continues_the_same_run(tmp_path):
     Tr.train("random_keys", "linear", steps=2, out=tmp_path / "b", **kw)
     resumed = Tr.train("random_keys", "linear", steps=4, out=tmp_path / "b", resume=True, **kw)
     assert [c["loss"] for c in resumed["curve"]] == [c["loss"] for c in full["curve"]]
-    a = torch.load(tmp_path / "a" / "random_keys" / "linear_s3.ckpt.pt", weights_only=False)["model"]
-    b = torch.load(tmp_path / "b" / "random_keys" / "linear_s3.ckpt.pt", weights_only=False)["model"]
+    a = Tr.load_checkpoint(tmp_path / "a" / "random_keys" / "linear_s3.ckpt.pt")["model"]
+    b = Tr.load_checkpoint(tmp_path / "b" / "random_keys" / "linear_s3.ckpt.pt")["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["train", "collision_recall", "--model", "mamba", "--device", "cpu"], "model"),
-    (["train", "collision_recall", "--model", "bl", "--steps", "-1", "--device", "cpu"], "steps"),
-    (["train", "random_keys", "--model", "bl", "--batch-size", "0", "--device", "cpu"], "batch_size"),
-    (["train", "swap_tracking", "--model", "bl", "--device", "cpu"], "model"),
-    (["sweep", "collision_recall", "--seeds", "a,b"], "seeds"),
-    (["sweep", "collision_recall", "--models", "bl,mamba"], "models"),
+    (["train", "collision_recall", "--model", "mamba", "--device", "cpu"], "--model"),
+    (["train", "collision_recall", "--model", "bl", "--steps", "-1", "--device", "cpu"], "--steps"),
+    (["train", "random_keys", "--model", "bl", "--batch-size", "0", "--device", "cpu"], "--batch-size"),
+    (["train", "swap_tracking", "--model", "bl", "--device", "cpu"], "--model"),
+    (["sweep", "collision_recall", "--seeds", "a,b"], "--seeds"),
+    (["sweep", "collision_recall", "--models", "bl,mamba"], "--models"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, needle, capsys, tmp_path):
     assert cli.main(argv + ["--out", str(tmp_path)]) == 2
@@ -85,8 +85,9 @@ def test_bad_input_is_one_line_exit_2(argv, needle, capsys, tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
 def test_cuda_requested_without_gpu(tmp_path, capsys):
-    assert cli.main(["train", "random_keys", "--model", "bl", "--out", str(tmp_path)]) == 2
-    assert "cuda" in capsys.readouterr().err
+    assert cli.main(["train", "random_keys", "--model", "bl", "--device", "cuda", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--device" in err and "cuda" in err
 
 
 def test_loss_only_on_labelled_tokens():
