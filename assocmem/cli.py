@@ -59,6 +59,13 @@ class Parser(argparse.ArgumentParser):
         """Internal parameter names that stand for a flag (``lam="--reset-lambda"``)."""
         self.param_flags.update(names)
 
+    def _get_values(self, action, arg_strings):
+        # argparse drops a "--" it takes for the end of options, even in "--seed=--",
+        # and hands the action an empty list instead of a string
+        if action.nargs is None and action.option_strings and arg_strings == ["--"]:
+            raise argparse.ArgumentError(action, "expected a value (got '--')")
+        return super()._get_values(action, arg_strings)
+
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {_one_line(message)}\n")
 
@@ -248,7 +255,8 @@ def name_flags(message: str, p: argparse.ArgumentParser, param: str | None = Non
     for n in range(len(words), 0, -2):             # longest name first: "curriculum threshold", "curriculum"
         cand = "".join(words[:n])
         if _norm(cand) in table:
-            return table[_norm(cand)] + message[len(cand):]
+            idx = re.search(r"\[\d+\]$", cand)        # "lengths[0]": keep which item
+            return table[_norm(cand)] + (idx.group(0) if idx else "") + message[len(cand):]
     return message
 
 

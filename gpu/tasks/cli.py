@@ -92,6 +92,7 @@ def run_train(args) -> int:
                              f"whose last length it trains at, applies)")
         sched = Cu.schedule_for(args.model, lengths=args.curriculum_lengths, threshold=args.curriculum_threshold,
                                 window=args.curriculum_window, switch_at=args.curriculum_switch_at)
+        _schedule_fits(args)
     preflight(args.task, args.model, seed=args.seed, steps=args.steps, batch_size=args.batch_size, device=device,
               out=args.out, resume=args.resume, force=args.force,
               length=max(args.curriculum_lengths) if args.curriculum_lengths else None)
@@ -105,19 +106,34 @@ def run_train(args) -> int:
     return 0
 
 
+def _schedule_fits(args) -> None:
+    """A window or a switch step beyond the run would silently keep the first stage."""
+    from .train import CURRICULUM_STEPS
+
+    total = args.steps if args.steps is not None else CURRICULUM_STEPS
+    if args.curriculum_window is not None and args.curriculum_window > total:
+        raise ValueError(f"--curriculum-window {args.curriculum_window} is longer than the run ({total} steps, "
+                         f"--steps): no window would ever end a stage")
+    if args.curriculum_switch_at and max(args.curriculum_switch_at) >= total:
+        raise ValueError(f"--curriculum-switch-at: step {max(args.curriculum_switch_at)} is not before the end of the "
+                         f"run ({total} steps, --steps), so its stage would never run")
+
+
 def run_sweep(args) -> int:
     _need_torch("sweep")
     from assocmem.outputs import output_dir
     from .sweep import sweep
-    from .train import check_memory, resolve_device
+    from .train import check_memory, check_time, resolve_device
 
     models = list(args.models) if args.models else None
     for m in models or ():
         if m not in MODELS_BY_TASK[args.task]:
             raise ValueError(f"--models: {m!r} is not a model of {args.task} "
                              f"({', '.join(MODELS_BY_TASK[args.task])})")
+    device = resolve_device("auto")      # the sweep's runs go to the GPUs, else one after another on the CPU
     for m in models or MODELS_BY_TASK[args.task]:
-        check_memory(args.task, m, args.batch_size, None, resolve_device("auto"))
+        check_memory(args.task, m, args.batch_size, None, device)
+        check_time(args.task, m, args.steps, args.batch_size, None, device)
     output_dir("--out", args.out)
     recs = sweep(args.task, models=models, seeds=list(args.seeds) if args.seeds else None, out=args.out,
                  steps=args.steps, batch_size=args.batch_size, workers_per_device=args.workers_per_device,

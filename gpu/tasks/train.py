@@ -394,6 +394,31 @@ def check_memory(task: str, model: str, batch_size: Optional[int], length: Optio
                                  f"over the limit of {fmt_bytes(lim)} on {device}")
 
 
+# One CPU core, forward + backward + AdamW: measured 1-20 us per token for these models (more on a
+# loaded machine), plus a per-step overhead; the fast end, so a refusal is never a close call.
+CPU_SECONDS_PER_TOKEN, CPU_SECONDS_PER_STEP = 2e-5, 0.02
+
+
+def check_time(task: str, model: str, steps: Optional[int], batch_size: Optional[int], length: Optional[int],
+               device: str) -> None:
+    """On a CPU, refuse a run estimated past the time limit (``ASSOCMEM_MAX_SECONDS``); GPU runs are not limited."""
+    if device.startswith("cuda"):
+        return
+    from assocmem.budget import fmt_seconds, time_limit
+
+    td = task_def(task)
+    n = steps if steps is not None else (CURRICULUM_STEPS if is_curriculum_model(model) else td.steps)
+    B = batch_size if batch_size is not None else (64 if model.startswith("stress-") else td.batch_size)
+    T = train_length(task, model, length)
+    need, lim = n * (CPU_SECONDS_PER_STEP + CPU_SECONDS_PER_TOKEN * B * T), time_limit()
+    if need > lim:
+        shown = f"--steps {n}{'' if steps is not None else ' (default)'}, --batch-size {B}" \
+                f"{'' if batch_size is not None else ' (default)'}"
+        raise V.ParamError("steps", f"{shown}: training on the CPU would take about {fmt_seconds(need)} "
+                                    f"({T} tokens a sequence), over the limit of {fmt_seconds(lim)} "
+                                    f"(ASSOCMEM_MAX_SECONDS raises it; give fewer --steps or a smaller --batch-size)")
+
+
 def preflight(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None,
               batch_size: Optional[int] = None, device: str = "cpu", out="runs", resume: bool = False,
               force: bool = False, length: Optional[int] = None) -> None:
@@ -408,6 +433,7 @@ def preflight(task: str, model: str, *, seed: int = 0, steps: Optional[int] = No
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise V.ParamError("device", "device: cuda requested but torch sees no GPU (use --device cpu or auto)")
     check_memory(task, model, batch_size, length, device)
+    check_time(task, model, steps, batch_size, length, device)
     output_dir("--out", out)
     res = Path(out) / task / f"{run_name(model, seed)}.json"
     if res.exists() and not force:
