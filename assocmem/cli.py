@@ -273,6 +273,7 @@ def dispatch(parser: argparse.ArgumentParser, argv: list[str] | None = None, lab
     p = selected_parser(parser, args)
     if not getattr(args, "func", None):
         parser.print_help()
+        print(f"{parser.prog}: error: choose a command (listed above)", file=sys.stderr)
         return 2
     try:
         return int(args.func(args) or 0)
