@@ -15,13 +15,17 @@ check, so it does not make ``verify`` exit non-zero.
 """
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import importlib
 import math
+import os
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterable
 
 STATUSES = ("confirmed", "corrected", "refined", "disputed", "failed", "skipped", "pending")
 LAYERS = ("sympy", "mpmath", "numpy", "triton")
@@ -37,6 +41,52 @@ CLAIM_MODULES = [
     "assocmem.claims.bl_chunked",     # bl.chunked (numpy chunkwise form, chunked Triton kernels)
     "assocmem.claims.tasks",          # task.* (learned GPU tasks)
 ]
+
+
+# Files under these folders are evidence: a check that opens one for reading has
+# it listed in its result (``ClaimResult.files``), so a report says which saved
+# results it rests on.  Recorded by an audit hook around each check, so no check
+# has to remember to declare what it reads.
+ROOT = Path(__file__).resolve().parent.parent
+EVIDENCE_ROOTS = (ROOT / "results", ROOT / "benchmarks")
+_reading: list[set] = []          # one set per check running now (nested runs record in all)
+_hooked = False
+
+
+def _audit(event: str, args) -> None:
+    if not _reading or event != "open":
+        return
+    path, mode = args[0], args[1]
+    if isinstance(path, int) or path is None:
+        return
+    if isinstance(mode, str) and any(c in mode for c in "wax+"):
+        return
+    try:
+        real = os.path.realpath(os.fsdecode(path))
+    except (TypeError, ValueError):
+        return
+    for root in EVIDENCE_ROOTS:
+        r = str(root)
+        if real.startswith(r + os.sep):
+            rel = os.path.relpath(real, ROOT)
+            for s in _reading:
+                s.add(rel)
+            return
+
+
+@contextlib.contextmanager
+def files_read():
+    """Collect the evidence files (under :data:`EVIDENCE_ROOTS`) opened for reading inside the block."""
+    global _hooked
+    if not _hooked:
+        sys.addaudithook(_audit)
+        _hooked = True
+    got: set = set()
+    _reading.append(got)
+    try:
+        yield got
+    finally:
+        _reading.remove(got)
 
 
 @dataclass
@@ -159,6 +209,8 @@ class ClaimResult:
     skipped_layers: dict = field(default_factory=dict)
     seconds: float = 0.0
     notes: list = field(default_factory=list)
+    # evidence files (repository-relative) the check opened: saved results it rests on
+    files: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {
@@ -173,6 +225,7 @@ class ClaimResult:
             "skipped_layers": self.skipped_layers,
             "seconds": round(self.seconds, 3),
             "notes": self.notes,
+            "files": self.files,
         }
 
     def _repr_html_(self) -> str:   # Jupyter: status, layers, published against computed
@@ -207,15 +260,16 @@ class Claim:
         ev = Evidence()
         t0 = time.perf_counter()
         crashed = None
-        for fn, _, slow in self.checks:
-            if slow and not include_slow:
-                ev.skip(f"slow:{fn.__name__}", "slow check: run with --slow")
-                continue
-            try:
-                fn(ev)
-            except Exception as exc:  # a crashing check is a failed check, reported
-                crashed = f"{fn.__name__} raised {type(exc).__name__}: {exc}"
-                ev.note(traceback.format_exc(limit=6))
+        with files_read() as files:
+            for fn, _, slow in self.checks:
+                if slow and not include_slow:
+                    ev.skip(f"slow:{fn.__name__}", "slow check: run with --slow")
+                    continue
+                try:
+                    fn(ev)
+                except Exception as exc:  # a crashing check is a failed check, reported
+                    crashed = f"{fn.__name__} raised {type(exc).__name__}: {exc}"
+                    ev.note(traceback.format_exc(limit=6))
         dt = time.perf_counter() - t0
         fails = ev.failures
         if crashed:
@@ -236,7 +290,7 @@ class Claim:
             id=self.id, status=status, layers=ev.layers_run, source=self.source,
             published=self.published, computed=ev.computed, detail=detail,
             items=[it.as_dict() for it in ev.items], skipped_layers=dict(ev.skipped),
-            seconds=dt, notes=list(ev.notes),
+            seconds=dt, notes=list(ev.notes), files=sorted(files),
         )
 
 
@@ -289,13 +343,23 @@ def load() -> dict[str, Claim]:
     return _REGISTRY
 
 
-def claims(pattern: str | None = None) -> list[Claim]:
+def claims(pattern: str | Iterable[str] | None = None) -> list[Claim]:
+    """The claims whose IDs match any of the glob patterns (a comma-separated
+    string or a sequence); ``None`` selects all.  Every pattern must match at
+    least one ID: a typo is an error, not a smaller selection."""
+    from assocmem.validate import ParamError
+
     reg = load()
-    pats = [p.strip() for p in (pattern or "*").split(",") if p.strip()]
-    out = [c for c in reg.values() if any(fnmatch.fnmatchcase(c.id, p) for p in pats)]
-    if not out:
-        raise ValueError(f"--only: no claim ID matches {pattern!r}")
-    return out
+    if pattern is None:
+        return list(reg.values())
+    pats = [p.strip() for p in (pattern.split(",") if isinstance(pattern, str) else pattern)]
+    if not pats or not all(pats):
+        raise ParamError("only", f"only: empty pattern in {pattern!r} (give claim IDs or globs such as 'bl.*')")
+    for p in pats:
+        if not any(fnmatch.fnmatchcase(cid, p) for cid in reg):
+            raise ParamError("only", f"only: no claim ID matches {p!r} (`assocmem verify --list` "
+                                     f"shows the IDs)")
+    return [c for c in reg.values() if any(fnmatch.fnmatchcase(c.id, p) for p in pats)]
 
 
 # -- helpers --------------------------------------------------------------

@@ -21,18 +21,23 @@ def counts(results: Iterable[ClaimResult]) -> dict:
     return out
 
 
-def table(results: list[ClaimResult], width: int | None = None) -> str:
+def table(results: list[ClaimResult], width: int | None = None, wide: bool = False) -> str:
+    """The terminal table; the result column wraps at ``width`` (the terminal's),
+    continuation lines aligned under it; ``wide``: one line per claim, unwrapped."""
+    import textwrap
+
     width = width or shutil.get_terminal_size((120, 20)).columns
     idw = max([len(r.id) for r in results] + [5])
     lw = max([len(",".join(r.layers)) for r in results] + [6])
     head = f"{'claim':<{idw}}  {'status':<9}  {'layers':<{lw}}  result"
     lines = [head, "-" * min(width, len(head) + 40)]
-    room = max(20, width - idw - lw - 15)
+    indent = idw + lw + 15
+    room = max(30, width - indent)
     for r in results:
-        detail = r.detail.replace("\n", " ")
-        if len(detail) > room:
-            detail = detail[: room - 1] + "…"
-        lines.append(f"{r.id:<{idw}}  {r.status:<9}  {','.join(r.layers):<{lw}}  {detail}")
+        detail = " ".join(r.detail.split())
+        parts = [detail] if wide else (textwrap.wrap(detail, room, break_on_hyphens=False) or [""])
+        lines.append(f"{r.id:<{idw}}  {r.status:<9}  {','.join(r.layers):<{lw}}  {parts[0]}")
+        lines += [" " * indent + part for part in parts[1:]]
     c = counts(results)
     lines.append("")
     lines.append("  ".join(f"{k}: {c[k]}" for k in
@@ -44,7 +49,24 @@ def table(results: list[ClaimResult], width: int | None = None) -> str:
     pend = [r.id for r in results if r.status == "pending"]
     if pend:
         lines.append(f"pending (not implemented yet): {', '.join(pend)}")
+    read = files_by_folder(results)
+    if read:
+        lines.append(f"saved results read ({sum(len(v) for v in read.values())} files):")
+        for folder, names in read.items():
+            text = f"{folder}/ ({len(names)}): {' '.join(names)}"
+            lines += [text] if wide else textwrap.wrap(text, max(40, width - 2), initial_indent="  ",
+                                                       subsequent_indent="    ", break_on_hyphens=False)
     return "\n".join(lines)
+
+
+def files_by_folder(results: Iterable[ClaimResult]) -> dict[str, list[str]]:
+    """Evidence files the checks read, grouped by folder (names without ``.json``)."""
+    out: dict[str, set] = {}
+    for r in results:
+        for f in getattr(r, "files", []) or []:
+            folder, _, name = f.rpartition("/")
+            out.setdefault(folder, set()).add(name.removesuffix(".json"))
+    return {k: sorted(v) for k, v in sorted(out.items())}
 
 
 def as_json(results: list[ClaimResult], provenance: dict | None = None) -> str:
@@ -63,6 +85,11 @@ def markdown(results: list[ClaimResult], provenance: dict | None = None) -> str:
               "| claim | status | layers | result |", "| --- | --- | --- | --- |"]
     for r in results:
         lines.append(f"| `{r.id}` | {r.status} | {', '.join(r.layers)} | {r.detail.replace('|', '/')} |")
+    read = files_by_folder(results)
+    if read:
+        lines += ["", "## Saved results read", "",
+                  "The checks above opened these result files (each claim's section lists its own):", ""]
+        lines += [f"- `{folder}/` ({len(names)}): {', '.join(names)}" for folder, names in read.items()]
     for r in results:
         lines += ["", f"## `{r.id}` — {r.status}", "", f"*Source:* {r.source}", "",
                   f"*Published (input, as printed):* {r.published}", "", r.detail, ""]
@@ -70,6 +97,8 @@ def markdown(results: list[ClaimResult], provenance: dict | None = None) -> str:
             lines += (["```", n.rstrip(), "```", ""] if "Traceback" in n else [f"> {n.strip()}", ""])
         if r.skipped_layers:
             lines += [f"- layer `{k}` skipped: {v}" for k, v in r.skipped_layers.items()] + [""]
+        if getattr(r, "files", None):
+            lines += [f"*Saved results read ({len(r.files)}):* " + ", ".join(f"`{f}`" for f in r.files), ""]
         if r.items:
             lines += ["| layer | check | computed | expected | tolerance | pass |",
                       "| --- | --- | --- | --- | --- | --- |"]

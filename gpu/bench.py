@@ -20,7 +20,6 @@ shape runs the same checks through the interpreter (no timings).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -398,8 +397,8 @@ def run(shapes=("S1", "S2", "S3", "S4"), out=None, do_sweep=True, do_drift=True,
 
     device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     if device.type != "cuda":
+        _cpu_shapes(shapes)
         os.environ.setdefault("TRITON_INTERPRET", "1")
-        shapes = [s for s in shapes if s == "tiny"] or ["tiny"]
         do_sweep = do_drift = False
     info = {"device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (Triton interpreter)"}
     try:
@@ -423,6 +422,11 @@ def run(shapes=("S1", "S2", "S3", "S4"), out=None, do_sweep=True, do_drift=True,
             if do_sweep and name in SWEEP_SHAPES:
                 entry["sweep"], cfg = sweep(torch, shape, device)
                 print(f"[{name}] sweep: {entry['sweep']}", flush=True)
+            if device.type != "cuda":
+                # the interpreter's run times measure Python, not the kernels: no timings
+                entry["times"] = CPU_NOTE
+                print(f"[{name}] {CPU_NOTE}", flush=True)
+                continue
             entry["times_default"] = time_shape(torch, shape, device, None, with_fla=with_fla)
             if cfg is not None and entry["sweep"]["best"] != entry["sweep"]["default"]:
                 entry["times_tuned"] = time_shape(torch, shape, device, cfg, with_fla=False, with_naive=False)
@@ -432,8 +436,9 @@ def run(shapes=("S1", "S2", "S3", "S4"), out=None, do_sweep=True, do_drift=True,
 
             entry["error"] = traceback.format_exc(limit=8)
             print(f"[{name}] ERROR {type(exc).__name__}: {exc}\n{entry['error']}", flush=True)
-        if out:
-            _write(result, out)
+        finally:
+            if out:
+                _write(result, out)
     if do_drift:
         result["drift"] = []
         for D in (64, 128):
@@ -451,7 +456,21 @@ def run(shapes=("S1", "S2", "S3", "S4"), out=None, do_sweep=True, do_drift=True,
     if out:
         _write(result, out)
     print(table(result))
+    if device.type != "cuda":
+        print(f"({CPU_NOTE})")
     return result
+
+
+CPU_NOTE = "CPU, Triton interpreter: correctness checks only, no timings"
+
+
+def _cpu_shapes(shapes) -> None:
+    from assocmem.validate import ParamError
+
+    big = [s for s in shapes if s != "tiny"]
+    if big:
+        raise ParamError("shapes", f"shapes: {', '.join(big)} need{'s' if len(big) == 1 else ''} a GPU; on a CPU "
+                                   f"only 'tiny' runs (through the Triton interpreter)")
 
 
 def _write(result, path):
@@ -487,26 +506,42 @@ def table(result) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m assocmem.gpu.bench", description=__doc__.split("\n")[0])
+    from assocmem.cli import Parser, dispatch
+
+    p = Parser(prog="python -m assocmem.gpu.bench", description=__doc__.split("\n")[0])
     add_arguments(p)
-    return run_args(p.parse_args(argv))
+    p.set_defaults(func=run_args)
+    return dispatch(p, argv)
+
+
+DEFAULT_OUT = "runs/gpu_bench.json"
 
 
 def add_arguments(p):
-    p.add_argument("--shapes", default="S1,S2,S3,S4", help="comma list of S1,S2,S3,S4,tiny")
-    p.add_argument("--out", default=None, help="write the JSON here")
-    p.add_argument("--no-sweep", action="store_true", help="skip the launch-parameter sweep")
-    p.add_argument("--no-drift", action="store_true", help="skip the long-sequence fp32 drift study")
-    p.add_argument("--no-fla", action="store_true", help="skip the fla baselines")
+    from assocmem.cli import Items
+
+    p.add_argument("--shapes", type=Items(SHAPES, what="shape"), default=None,
+                   help="comma list of S1,S2,S3,S4,tiny (default S1,S2,S3,S4 on a GPU; tiny on a CPU, "
+                        "the only shape the Triton interpreter runs)")
+    p.add_argument("--out", default=None,
+                   help=f"write the JSON here (default {DEFAULT_OUT}; the folder of a path you give must exist)")
+    p.add_argument("--no-sweep", action="store_true", help="skip the launch-parameter sweep (GPU only)")
+    p.add_argument("--no-drift", action="store_true", help="skip the long-sequence fp32 drift study (GPU only)")
+    p.add_argument("--no-fla", action="store_true", help="skip the fla baselines (GPU only)")
 
 
 def run_args(args) -> int:
-    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
-    for s in shapes:
-        if s not in SHAPES:
-            raise ValueError(f"--shapes: unknown shape {s!r} (choose from {', '.join(SHAPES)})")
-    res = run(shapes, out=args.out, do_sweep=not args.no_sweep, do_drift=not args.no_drift,
+    import torch
+
+    from assocmem.outputs import output_file
+
+    shapes = args.shapes or (("S1", "S2", "S3", "S4") if torch.cuda.is_available() else ("tiny",))
+    if not torch.cuda.is_available():
+        _cpu_shapes(shapes)
+    out = output_file("--out", DEFAULT_OUT if args.out is None else args.out, parents=args.out is None)
+    res = run(shapes, out=str(out), do_sweep=not args.no_sweep, do_drift=not args.no_drift,
               with_fla=not args.no_fla)
+    print(f"JSON written to {out}")
     bad = [n for n, e in res["shapes"].items()
            if "check" not in e or not e["check"]["nan_free"] or not e["check"]["grad_nan_free"]
            or e["check"]["fwd_o"] > 1e-3]

@@ -53,7 +53,10 @@ SWAP_KERNELS = ("exact", "round2", "linear")
 
 def kl_half(eps: float) -> float:
     """``KL(ε) = ((1+ε)/2) ln(1+ε) + ((1−ε)/2) ln(1−ε)`` (Chernoff exponent of
-    a ±1 sum exceeding ``ε d``)."""
+    a ±1 sum exceeding ``ε d``).  Below ``ε = 1e-4`` the series ``ε²/2 + ε⁴/12``
+    (the closed form cancels to 0 there)."""
+    if abs(eps) < 1e-4:
+        return eps * eps / 2 * (1 + eps * eps / 6)
     return 0.5 * ((1 + eps) * math.log1p(eps) + (1 - eps) * math.log1p(-eps))
 
 
@@ -62,7 +65,11 @@ def greedy_dimension(n: int, eps: float) -> int:
     below 1, so :func:`greedy_sign_keys` succeeds."""
     if n < 2:
         return 1
-    return int(math.floor(math.log(n * (n - 1)) / kl_half(eps))) + 1
+    kl = kl_half(eps)
+    if not kl > 0:
+        raise V.ParamError("eps", f"eps = {eps:g} is too small: the construction needs d ~ 2 ln(n²)/eps², "
+                                  f"beyond float64")
+    return int(math.floor(math.log(n * (n - 1)) / kl)) + 1
 
 
 @dataclass

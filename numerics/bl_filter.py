@@ -86,7 +86,12 @@ def bl_filter(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=None,
         (``[..., T, G]`` with ``groups=G``).
     p0 : prior covariance: a scalar (``p0 I``), an array of per-configuration
         scalars broadcastable to the batch shape, or a PSD matrix ``[..., D, D]``
-        (``[..., G, D, D]`` with groups).
+        (``[..., G, D, D]`` with groups).  An array whose last two axes are an
+        ``n x n`` block with ``n > 1`` is read as a matrix and must have ``n = D``
+        (a batch of scalars with such a shape needs a trailing axis of 1).
+
+    Every array argument must be numeric and finite; a bad one raises
+    ``ValueError`` naming it (``keys must be numeric (got 'abc')``).
     alpha : diagonal dynamics ``[..., T, D]``; A : full dynamics ``[..., T, D, D]``;
         at most one of them (default: identity).
     variant : one of :data:`VARIANTS`.
@@ -107,6 +112,11 @@ def bl_filter(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=None,
     if keys.ndim < 2 or values.ndim < 2:
         raise ValueError("keys and values must have shape [..., T, D] and [..., T, m]")
     T, D = keys.shape[-2:]
+    # a p0 ending in a square n x n block is a covariance: it must be D x D, not a batch of scalars
+    ps = np.shape(p0)
+    if len(ps) >= 2 and ps[-1] == ps[-2] > 1 and ps[-1] != D:
+        raise V.ParamError("p0", f"p0 of shape {ps} ends in a {ps[-1]}x{ps[-1]} matrix but the keys have D={D}: "
+                                 f"give a scalar, per-configuration scalars, or a [..., {D}, {D}] covariance")
     m = values.shape[-1]
     if values.shape[-2] != T:
         raise ValueError(f"values has {values.shape[-2]} steps but keys has {T}")

@@ -49,8 +49,14 @@ def run_collision(protocol: CollisionProtocol | None = None, *, variants=("dense
                   rho=None, p0=None, r2=None, l2=None, iso_c=None, reset_lambda=None,
                   la_gain=0.5, uncertainty: bool = False) -> dict[str, VariantRun]:
     """Run the protocol for each variant.  Array-valued ``rho/p0/r2/l2`` override
-    the protocol's scalars and form a batch.  ``uncertainty=True`` also records
+    the protocol's scalars and form a batch.  ``protocol`` is a
+    :class:`CollisionProtocol` or ``None`` (the paper's); anything else, a
+    variant not in :data:`VARIANTS` or a value out of its domain raises
+    ``ValueError`` naming the parameter.  ``uncertainty=True`` also records
     the posterior variance along ``k_A`` and ``k_B`` (covariance variants)."""
+    if protocol is not None and not isinstance(protocol, CollisionProtocol):
+        raise V.ParamError("protocol", f"protocol must be a CollisionProtocol or None (got {protocol!r}); "
+                                       f"the paper's setting is assocmem.protocol.PAPER")
     pr = protocol or CollisionProtocol()
     for v in variants:
         V.choice("variants", v, VARIANTS)

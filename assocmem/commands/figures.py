@@ -5,11 +5,20 @@ import sys
 import time
 
 
+FORMATS = ("png", "pdf", "svg")
+
+
 def register(sub) -> None:
-    p = sub.add_parser("figures", help="regenerate the analytic figures (PDF/PNG + caption files)")
-    p.add_argument("--out", default="figures_out", help="output folder (default figures_out/)")
-    p.add_argument("--only", nargs="+", metavar="NAME", help="only these figures")
-    p.add_argument("--format", default="png,pdf", help="comma-separated formats (default png,pdf)")
+    from assocmem.cli import Items
+
+    p = sub.add_parser("figures", help="regenerate the analytic figures (PDF/PNG + caption files)",
+                       description="Render the analytic figures (one file per format plus a caption .txt) "
+                                   "into OUT/.")
+    p.add_argument("--out", default="figures_out",
+                   help="output folder, created if missing (its parent must exist; default figures_out/)")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="only these figures (see --list)")
+    p.add_argument("--format", type=Items(FORMATS, what="format"), default=("png", "pdf"),
+                   help="comma-separated formats from png,pdf,svg (default png,pdf)")
     p.add_argument("--list", action="store_true", help="list the figures and exit")
     p.set_defaults(func=run)
 
@@ -24,14 +33,16 @@ def run(args) -> int:
         for name, spec in FIGURES.items():
             print(f"{name:<24} {spec.caption.splitlines()[0][:90]}")
         return 0
+    from assocmem.outputs import output_dir
+
     names = args.only or list(FIGURES)
     for n in names:
         if n not in FIGURES:
             raise ValueError(f"--only: unknown figure {n!r} (see `assocmem figures --list`)")
-    formats = [f.strip() for f in args.format.split(",") if f.strip()]
-    for f in formats:
-        if f not in ("png", "pdf", "svg"):
-            raise ValueError(f"--format: unsupported format {f!r} (png, pdf, svg)")
+        if names.count(n) > 1:
+            raise ValueError(f"--only: figure {n!r} is listed twice")
+    formats = list(args.format)
+    output_dir("--out", args.out)
     t0 = time.perf_counter()
     for n in names:
         t = time.perf_counter()

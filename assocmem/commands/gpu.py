@@ -17,13 +17,14 @@ GPU_SUBCOMMAND_MODULES = [
 def register(sub) -> None:
     p = sub.add_parser("gpu", help="GPU layer: kernel benchmark and device checks (and learned tasks)",
                        description="Tools of the GPU layer (torch + Triton).")
-    gsub = p.add_subparsers(dest="gpu_command", metavar="SUBCOMMAND")
+    gsub = p.add_subparsers(dest="gpu_command", metavar="SUBCOMMAND", parser_class=type(p))
     b = gsub.add_parser(
         "bench", help="check the BL kernels against float64 and time them (vs fla) on S1-S4",
         description="Build the Triton kernels, check them against float64 naive_bl on fresh random inputs "
                     "(outputs poisoned with NaN), sweep launch parameters, time forward and forward+backward "
                     "against fla 0.6 (when importable), measure fp32 drift over 1e5 steps, and write one JSON. "
-                    "On a CPU with TRITON_INTERPRET=1 only the 'tiny' shape runs (no timings).")
+                    "On a CPU only the 'tiny' shape runs, through the Triton interpreter: the checks, no timings "
+                    "(the JSON goes to runs/gpu_bench.json unless --out says otherwise).")
     from assocmem.gpu.bench import add_arguments
 
     add_arguments(b)
@@ -40,7 +41,10 @@ def register(sub) -> None:
 
 
 def _no_sub(p) -> int:
+    import sys
+
     p.print_help()
+    print(f"{p.prog}: error: choose a sub-command (listed above)", file=sys.stderr)
     return 2
 
 

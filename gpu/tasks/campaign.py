@@ -200,7 +200,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m assocmem.gpu.tasks.campaign",
                                  description="A time-boxed sweep over a named plan, on the same Dask engine as "
                                              "`assocmem gpu sweep` (a local cluster, or --scheduler).")
-    ap.add_argument("--out", default="results")
+    ap.add_argument("--out", default="runs", help="output folder (default runs/; the committed results live in "
+                                                  "results/)")
     ap.add_argument("--budget-s", type=float, default=300.0)
     ap.add_argument("--reserve-s", type=float, default=90.0, help="no new run starts in the last RESERVE_S")
     ap.add_argument("--workers-per-device", type=int, default=6,

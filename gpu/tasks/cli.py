@@ -6,30 +6,39 @@ group (through ``assocmem.commands.gpu_tasks``); ``python -m assocmem.gpu.tasks
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from .names import MODELS_BY_TASK, TASKS
 
+MAX_STEPS = 10_000_000          # train.MAX_STEPS (kept here: registering imports no torch)
+
 
 def register(sub) -> None:
+    from assocmem.cli import SEED, Int, Items, Real
+
     p = sub.add_parser("train", help="train one model on a learned task (GPU; tiny runs work on CPU)",
                        description="Train one model on one task with the paper's settings and write a JSON "
-                                   "result with provenance to OUT/TASK/MODEL_sSEED.json.")
-    p.add_argument("task", choices=TASKS)
+                                   "result with provenance to OUT/TASK/MODEL_sSEED.json (OUT defaults to runs/, "
+                                   "outside the committed results/).")
+    p.add_argument("task", choices=TASKS, help="the learned task")
     p.add_argument("--model", required=True,
                    help="; ".join(f"{t}: {', '.join(ms)}" for t, ms in MODELS_BY_TASK.items()))
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--steps", type=int, default=None, help="default: the paper's (2500 BL tasks, 2000 swap)")
-    p.add_argument("--batch-size", type=int, default=None, help="default 256")
-    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    p.add_argument("--out", default="results", help="output folder (default results/)")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/TASK/MODEL_sSEED.ckpt.pt")
+    p.add_argument("--seed", type=SEED, default=0, help="training seed (default 0)")
+    p.add_argument("--steps", type=Int(1, MAX_STEPS), default=None,
+                   help="training steps (default: the paper's, 2500 BL tasks, 2000 swap)")
+    p.add_argument("--batch-size", type=Int(1), default=None, help="sequences per step (default 256)")
+    p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"),
+                   help="auto (default): cuda when torch sees a GPU, else cpu")
+    p.add_argument("--out", default="runs",
+                   help="output folder (default runs/; results/ holds the committed GPU results)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing result JSON")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from OUT/TASK/MODEL_sSEED.ckpt.pt (which must exist)")
     p.add_argument("--eval", dest="eval_mode", default="auto", choices=("auto", "full", "quick", "none"),
                    help="test grid: full (the paper's), quick (a few settings), auto = full on cuda, quick on cpu")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--ckpt-every", type=int, default=500, metavar="N",
+    p.add_argument("--ckpt-every", type=Int(0, MAX_STEPS), default=500, metavar="N",
                    help="advanced: checkpoint every N steps (default 500; a multiple of the curve's 25-step "
                         "interval, so that a resumed run's curve equals an uninterrupted one; 0: only at the end)")
     p.add_argument("--queries-write", action="store_true",
@@ -39,12 +48,12 @@ def register(sub) -> None:
                    help="set a protocol option (repeatable); the options and their defaults are listed in "
                         "docs/tasks.md ('Protocol'), e.g. gates=head, reset_l2=0.05, n_layers=1, p0=3")
     c = p.add_argument_group("length curriculum (swap_tracking curriculum-*/direct-* models; AM Fig. 6)")
-    c.add_argument("--curriculum-lengths", default=None,
+    c.add_argument("--curriculum-lengths", type=Items(item=Int(1), what="length"), default=None,
                    help="stage lengths, comma-separated (default 32,64,128,256; direct-*: the last one)")
-    c.add_argument("--curriculum-threshold", type=float, default=None,
+    c.add_argument("--curriculum-threshold", type=Real(0, 1), default=None,
                    help="move to the next stage when the window's training accuracy reaches this (default 0.99)")
-    c.add_argument("--curriculum-window", type=int, default=None, help="steps per accuracy window (default 25)")
-    c.add_argument("--curriculum-switch-at", default=None,
+    c.add_argument("--curriculum-window", type=Int(1), default=None, help="steps per accuracy window (default 25)")
+    c.add_argument("--curriculum-switch-at", type=Items(item=Int(1), what="step"), default=None,
                    help="fixed-step schedule instead: the steps at which each stage ends, comma-separated")
     p.set_defaults(func=run_train)
 
@@ -55,27 +64,29 @@ def register(sub) -> None:
                                    "core), or the cluster at --scheduler.  Each run is a subprocess that "
                                    "resumes from its checkpoint; finished runs are skipped; a failed run is "
                                    "retried --retries times and reported while the others go on.")
-    s.add_argument("task", choices=TASKS)
-    s.add_argument("--out", default="results")
-    s.add_argument("--models", default=None, help="comma-separated subset (default: all, in priority order)")
-    s.add_argument("--seeds", default=None, help="comma-separated (default 0,1,2; swap tracking 0)")
-    s.add_argument("--steps", type=int, default=None)
-    s.add_argument("--batch-size", type=int, default=None)
+    s.add_argument("task", choices=TASKS, help="the learned task")
+    s.add_argument("--out", default="runs", help="output folder (default runs/)")
+    s.add_argument("--models", type=Items(what="model"), default=None,
+                   help="comma-separated subset (default: all, in priority order)")
+    s.add_argument("--seeds", type=Items(item=SEED, what="seed"), default=None,
+                   help="comma-separated (default 0,1,2; swap tracking 0)")
+    s.add_argument("--steps", type=Int(1, MAX_STEPS), default=None, help="training steps of every run")
+    s.add_argument("--batch-size", type=Int(1), default=None, help="batch size of every run")
     s.add_argument("--device", default=None, choices=("cuda", "cpu"),
                    help="the runs' device (default: cuda if this host, or the --scheduler cluster, has GPUs)")
     s.add_argument("--eval", dest="eval_mode", default=None, choices=("auto", "full", "quick", "none"),
                    help="every run's test grid (default auto: full on cuda, quick on cpu)")
-    s.add_argument("--workers-per-device", type=int, default=None,
+    s.add_argument("--workers-per-device", type=Int(1, 256), default=None,
                    help="runs at a time per GPU (default 4; 12 was the measured sweet spot on an H200); "
                         "on the CPU the number of single-run workers (default: one per core)")
     s.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="join this Dask cluster (tcp://host:8786, or a scheduler file) instead of starting a "
                         "local one; GPU workers need --resources GPU=N (README: SLURM via dask-jobqueue)")
-    s.add_argument("--connect-timeout", type=float, default=10.0, metavar="S",
+    s.add_argument("--connect-timeout", type=Real(0.1, 3600), default=10.0, metavar="S",
                    help="give up on --scheduler after S seconds (default 10)")
-    s.add_argument("--retries", type=int, default=0,
+    s.add_argument("--retries", type=Int(0, 100), default=0,
                    help="try a failed run again K times, resuming from its checkpoint (default 0)")
-    s.add_argument("--ckpt-every", type=int, default=None, metavar="N",
+    s.add_argument("--ckpt-every", type=Int(0, MAX_STEPS), default=None, metavar="N",
                    help="advanced: every run checkpoints every N steps (default 500; a multiple of 25)")
     s.add_argument("--queries-write", action="store_true", help="ablation: query tokens also write")
     s.add_argument("--protocol", action="append", default=[], metavar="KEY=VALUE",
@@ -119,35 +130,6 @@ def parse_protocol(task: str, items, queries_write: bool = False) -> dict:
     return out
 
 
-def run_train(args) -> int:
-    _need_torch("train")
-    from .train import train
-
-    sched = None
-    opts = (args.curriculum_lengths, args.curriculum_threshold, args.curriculum_window, args.curriculum_switch_at)
-    if any(o is not None for o in opts):
-        from . import curriculum as Cu
-        from .names import is_curriculum_model
-        if not is_curriculum_model(args.model):
-            raise ValueError(f"curriculum: the --curriculum-* options apply to the curriculum-*/direct-* "
-                             f"swap_tracking models only (got {args.model!r})")
-        sched = Cu.schedule_for(
-            args.model,
-            lengths=None if args.curriculum_lengths is None else Cu.parse_lengths(args.curriculum_lengths),
-            threshold=args.curriculum_threshold, window=args.curriculum_window,
-            switch_at=None if args.curriculum_switch_at is None else Cu.parse_lengths(args.curriculum_switch_at))
-    res = train(args.task, args.model, seed=args.seed, steps=args.steps, batch_size=args.batch_size,
-                device=args.device, out=args.out, resume=args.resume, eval_mode=args.eval_mode,
-                progress=not args.no_progress and sys.stderr.isatty(), curriculum=sched,
-                protocol=parse_protocol(args.task, args.protocol, args.queries_write),
-                ckpt_every=ckpt_every(args.ckpt_every))
-    last = res["curve"][-1] if res["curve"] else {}
-    print(json.dumps({"task": res["task"], "model": res["model"], "seed": res["seed"],
-                      "final_train": last, "wall_s": res["provenance"]["wall_s"],
-                      "device": res["provenance"]["device"]}))
-    return 0
-
-
 LOG_EVERY = 25          # train()'s log_every: one curve point per 25 steps
 
 
@@ -160,25 +142,81 @@ def ckpt_every(n) -> int:
     return n
 
 
+def run_train(args) -> int:
+    _need_torch("train")
+    from .train import preflight, resolve_device, train
+
+    device = resolve_device(args.device)
+    sched = None
+    opts = (args.curriculum_lengths, args.curriculum_threshold, args.curriculum_window, args.curriculum_switch_at)
+    if any(o is not None for o in opts):
+        from . import curriculum as Cu
+        from .names import is_curriculum_model
+        names = ("--curriculum-lengths", "--curriculum-threshold", "--curriculum-window", "--curriculum-switch-at")
+        given = [n for n, o in zip(names, opts) if o is not None]
+        if not is_curriculum_model(args.model):
+            raise ValueError(f"{', '.join(given)}: the curriculum options apply to the curriculum-*/direct-* "
+                             f"swap_tracking models only (got --model {args.model})")
+        if args.model.startswith("direct-") and given != ["--curriculum-lengths"] and len(given) > 0:
+            extra = [g for g in given if g != "--curriculum-lengths"]
+            raise ValueError(f"{', '.join(extra)}: the direct-* arm has a single stage (only --curriculum-lengths, "
+                             f"whose last length it trains at, applies)")
+        sched = Cu.schedule_for(args.model, lengths=args.curriculum_lengths, threshold=args.curriculum_threshold,
+                                window=args.curriculum_window, switch_at=args.curriculum_switch_at)
+        _schedule_fits(args)
+    protocol = parse_protocol(args.task, args.protocol, args.queries_write)
+    every = ckpt_every(args.ckpt_every)
+    preflight(args.task, args.model, seed=args.seed, steps=args.steps, batch_size=args.batch_size, device=device,
+              out=args.out, resume=args.resume, force=args.force,
+              length=max(args.curriculum_lengths) if args.curriculum_lengths else None, protocol=protocol)
+    res = train(args.task, args.model, seed=args.seed, steps=args.steps, batch_size=args.batch_size,
+                device=device, out=args.out, resume=args.resume, eval_mode=args.eval_mode,
+                progress=not args.no_progress and sys.stderr.isatty(), curriculum=sched,
+                protocol=protocol, ckpt_every=every)
+    last = res["curve"][-1] if res["curve"] else {}
+    print(json.dumps({"task": res["task"], "model": res["model"], "seed": res["seed"],
+                      "final_train": last, "wall_s": res["provenance"]["wall_s"],
+                      "device": res["provenance"]["device"]}))
+    return 0
+
+
+def _schedule_fits(args) -> None:
+    """A window or a switch step beyond the run would silently keep the first stage."""
+    from .train import CURRICULUM_STEPS
+
+    total = args.steps if args.steps is not None else CURRICULUM_STEPS
+    if args.curriculum_window is not None and args.curriculum_window > total:
+        raise ValueError(f"--curriculum-window {args.curriculum_window} is longer than the run ({total} steps, "
+                         f"--steps): no window would ever end a stage")
+    if args.curriculum_switch_at and max(args.curriculum_switch_at) >= total:
+        raise ValueError(f"--curriculum-switch-at: step {max(args.curriculum_switch_at)} is not before the end of the "
+                         f"run ({total} steps, --steps), so its stage would never run")
+
+
 def run_sweep(args) -> int:
     _need_torch("sweep")
+    from assocmem.outputs import output_dir
     from .sweep import sweep
+    from .train import check_memory, check_time, resolve_device
 
-    def ints(s):
-        try:
-            return [int(x) for x in s.split(",") if x.strip()]
-        except ValueError:
-            raise ValueError(f"seeds must be comma-separated integers (got {s!r})") from None
-
-    models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
-    seeds = ints(args.seeds) if args.seeds else None
+    models = list(args.models) if args.models else None
+    for m in models or ():
+        if m not in MODELS_BY_TASK[args.task]:
+            raise ValueError(f"--models: {m!r} is not a model of {args.task} "
+                             f"({', '.join(MODELS_BY_TASK[args.task])})")
+    protocol = parse_protocol(args.task, args.protocol, args.queries_write)
+    if args.scheduler is None:           # a local cluster: the runs go to this host's GPUs, else its CPU
+        device = args.device or resolve_device("auto")
+        for m in models or MODELS_BY_TASK[args.task]:
+            check_memory(args.task, m, args.batch_size, None, device)
+            check_time(args.task, m, args.steps, args.batch_size, None, device)
+    output_dir("--out", args.out)
     extra = []
     if args.eval_mode is not None:
         extra += ["--eval", args.eval_mode]
     if args.ckpt_every is not None:
         extra += ["--ckpt-every", str(ckpt_every(args.ckpt_every))]
-    recs = sweep(args.task, models=models, seeds=seeds,
-                 protocol=parse_protocol(args.task, args.protocol, args.queries_write),
+    recs = sweep(args.task, models=models, seeds=list(args.seeds) if args.seeds else None, protocol=protocol,
                  out=args.out, steps=args.steps, batch_size=args.batch_size, device=args.device,
                  workers_per_device=args.workers_per_device, scheduler=args.scheduler,
                  connect_timeout=args.connect_timeout, retries=args.retries, extra_args=extra,
@@ -191,10 +229,9 @@ def run_sweep(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m assocmem.gpu.tasks",
-                                     description="Learned tasks of the BL and AM papers.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    register(sub)
-    from assocmem.cli import dispatch
+    from assocmem.cli import Parser, dispatch
 
-    return dispatch(parser, argv, label="assocmem gpu")
+    parser = Parser(prog="python -m assocmem.gpu.tasks", description="Learned tasks of the BL and AM papers.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    register(sub)
+    return dispatch(parser, argv)

@@ -100,11 +100,14 @@ def job_label(job) -> str:
     return f"{job[0]}:{name}"
 
 
-def train_command(job, *, out, device: str, steps=None, batch_size=None, extra_args: Sequence[str] = ()) -> list:
-    """The argv of one run's subprocess (resumes from its checkpoint, no progress bar)."""
+def train_command(job, *, out, device: str, steps=None, batch_size=None, extra_args: Sequence[str] = (),
+                  resume: bool = True) -> list:
+    """The argv of one run's subprocess (no progress bar; ``resume``: continue from its checkpoint, which
+    ``train --resume`` requires to exist, so an attempt passes it only when one does)."""
     task, model, seed = job[:3]
     cmd = [sys.executable, "-m", "assocmem.gpu.tasks.run_child", "train", task, "--model", model,
-           "--seed", str(seed), "--out", str(out), "--resume", "--no-progress", "--device", device]
+           "--seed", str(seed), "--out", str(out), *(["--resume"] if resume else []), "--no-progress",
+           "--device", device]
     for key, val in job_protocol(job).items():
         cmd += ["--protocol", f"{key}={','.join(map(str, val)) if isinstance(val, list) else val}"]
     if steps is not None:
@@ -323,7 +326,8 @@ def run_one(job, *, out, device: str = "cpu", steps=None, batch_size=None, extra
     prev = log_path.read_text(errors="replace").count(mark) if token and log_path.exists() else 0
     attempt = prev + 1
     resumed = _checkpoint_step(d / f"{name}.ckpt.pt")
-    cmd = train_command(job, out=out, device=device, steps=steps, batch_size=batch_size, extra_args=extra_args)
+    cmd = train_command(job, out=out, device=device, steps=steps, batch_size=batch_size, extra_args=extra_args,
+                        resume=(d / f"{name}.ckpt.pt").exists())
     msg = {"event": "start", "label": f"{task}:{name}", "worker": where, "device": dev, "attempt": attempt,
            "resumed_from": resumed}
     if worker is not None:
@@ -400,7 +404,7 @@ def _dashboard(client) -> Optional[str]:
     return None
 
 
-def run_jobs(jobs, *, out: str | Path = "results", steps=None, batch_size=None, device: Optional[str] = None,
+def run_jobs(jobs, *, out: str | Path = "runs", steps=None, batch_size=None, device: Optional[str] = None,
              workers_per_device: Optional[int] = None, gpus: Optional[Sequence[int]] = None,
              heavy_gpus: int = 0, heavy_workers_per_device: Optional[int] = None, heavy: Optional[Callable] = None,
              scheduler: Optional[str] = None, client=None, connect_timeout: float = 10.0, retries: int = 0,

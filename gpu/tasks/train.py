@@ -613,8 +613,161 @@ def run_name(model: str, seed: int, tag: str = "") -> str:
     return f"{model}{'__' + tag if tag else ''}_s{seed}"
 
 
+# ---------------------------------------------------------------------------
+# before a run: checkpoints, output paths, memory (helpers of the CLI and the sweep)
+# ---------------------------------------------------------------------------
+CKPT_KEYS = ("model", "opt", "gen", "step", "curve")
+MAX_STEPS = 10_000_000
+
+
+def load_checkpoint(path, map_location="cpu") -> dict:
+    """A training checkpoint written by :func:`train`, loaded with ``weights_only=True``.
+
+    Checkpoints hold tensors and plain containers only (state dicts, the
+    generator state, the curve), so nothing in them can run code on load.  A
+    missing file, a file that is not a torch checkpoint, one that needs
+    arbitrary unpickling (not one of ours) or one without our keys raises a
+    ``ValueError`` naming ``resume`` (one line).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise V.ParamError("resume", f"resume: no checkpoint at {path} (run without --resume to start afresh)")
+    try:
+        ck = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:     # UnpicklingError, RuntimeError, EOFError, ...: every way a foreign file fails
+        raise V.ParamError("resume", f"resume: {path} is not an assocmem checkpoint "
+                                     f"(not loaded: {_load_error(exc)})") from None
+    if not isinstance(ck, dict) or any(k not in ck for k in CKPT_KEYS):
+        raise V.ParamError("resume", f"resume: {path} is not an assocmem checkpoint "
+                                     f"(expected the keys {', '.join(CKPT_KEYS)})")
+    return ck
+
+
+def _load_error(exc: Exception) -> str:
+    """The informative line of torch.load's (long, multi-paragraph) refusal."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if lines and lines[0].startswith("Weights only load failed"):
+        # the middle paragraph says what was refused (a global such as posix.system, a bad opcode)
+        mid = [ln for ln in lines[1:] if not ln.startswith(("Check the documentation", "Please file an issue"))]
+        return ("it is not plain tensors and containers: " + " ".join(mid))[:160]
+    return f"{type(exc).__name__}: {' '.join(lines)}"[:160] if lines else type(exc).__name__
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when torch sees a GPU, else ``cpu``."""
+    return ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+
+
+def train_length(task: str, model: str, length: Optional[int] = None) -> int:
+    """Tokens of the longest training sequence (``length``: the curriculum's last stage)."""
+    td = task_def(task)
+    if task == "collision_recall":
+        return Dt.collision_length(max(td.train_settings["n_f"]), td.train_settings["n_b"])
+    if task == "random_keys":
+        return max(td.train_settings["n"]) + Dt.RK_QUERIES
+    if model.startswith("stress-"):
+        return 3 * int(model.split("-")[2])
+    if is_curriculum_model(model):
+        return int(length if length is not None else Cu.DEFAULT_LENGTHS[-1])
+    if task == "dag_reachability":
+        return Dg.DAGConfig().length
+    if task == "mqar":
+        return max(c.length for v in Mq.VARIANTS for c in Mq.train_configs(v)[0])
+    return td.train_settings["length"]
+
+
+def train_memory(task: str, model: str, batch_size: Optional[int] = None, length: Optional[int] = None) -> float:
+    """Rough peak bytes of one training step: ``B T (120 kB + 200 B T)``.
+
+    Measured on CPU (forward + backward + AdamW, one step): 14-108 kB per token
+    for the models here at their training lengths, softmax attention growing
+    with ``T``; the constants bound those with room.
+    """
+    td = task_def(task)
+    if batch_size is None:
+        batch_size = 64 if model.startswith("stress-") else td.batch_size
+    T = train_length(task, model, length)
+    return float(batch_size) * T * (120e3 + 200.0 * T)
+
+
+def memory_limit(device: str) -> float:
+    """The limit a run's estimate must stay under: the GPU's memory, or the CPU budget."""
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return 0.9 * torch.cuda.mem_get_info(torch.device(device))[1]
+    from assocmem.budget import memory_limit as cpu_limit
+    return cpu_limit()
+
+
+def check_memory(task: str, model: str, batch_size: Optional[int], length: Optional[int], device: str) -> None:
+    from assocmem.budget import fmt_bytes
+
+    need, lim = train_memory(task, model, batch_size, length), memory_limit(device)
+    if need > lim:
+        # blame the curriculum length when the batch alone would fit
+        if length is not None and train_memory(task, model, batch_size, None) <= lim:
+            name, val = "curriculum lengths", length
+        else:
+            name, val = "batch_size", batch_size if batch_size is not None else "(default)"
+        raise V.ParamError(name, f"{name} {val}: a training step would need about {fmt_bytes(need)} of memory, "
+                                 f"over the limit of {fmt_bytes(lim)} on {device}")
+
+
+# One CPU core, forward + backward + AdamW: measured 1-20 us per token for these models (more on a
+# loaded machine), plus a per-step overhead; the fast end, so a refusal is never a close call.
+CPU_SECONDS_PER_TOKEN, CPU_SECONDS_PER_STEP = 2e-5, 0.02
+
+
+def check_time(task: str, model: str, steps: Optional[int], batch_size: Optional[int], length: Optional[int],
+               device: str) -> None:
+    """On a CPU, refuse a run estimated past the time limit (``ASSOCMEM_MAX_SECONDS``); GPU runs are not limited."""
+    if device.startswith("cuda"):
+        return
+    from assocmem.budget import fmt_seconds, time_limit
+
+    td = task_def(task)
+    n = steps if steps is not None else (CURRICULUM_STEPS if is_curriculum_model(model) else td.steps)
+    B = batch_size if batch_size is not None else (64 if model.startswith("stress-") else td.batch_size)
+    T = train_length(task, model, length)
+    need, lim = n * (CPU_SECONDS_PER_STEP + CPU_SECONDS_PER_TOKEN * B * T), time_limit()
+    if need > lim:
+        shown = f"--steps {n}{'' if steps is not None else ' (default)'}, --batch-size {B}" \
+                f"{'' if batch_size is not None else ' (default)'}"
+        raise V.ParamError("steps", f"{shown}: training on the CPU would take about {fmt_seconds(need)} "
+                                    f"({T} tokens a sequence), over the limit of {fmt_seconds(lim)} "
+                                    f"(ASSOCMEM_MAX_SECONDS raises it; give fewer --steps or a smaller --batch-size)")
+
+
+def preflight(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None,
+              batch_size: Optional[int] = None, device: str = "cpu", out="runs", resume: bool = False,
+              force: bool = False, length: Optional[int] = None, protocol: Optional[dict] = None) -> None:
+    """Everything a run can be refused for, before it starts: model, device,
+    memory, the output folder, an existing result (``force`` overwrites), the
+    checkpoint of ``resume`` (ours, and not past ``steps``)."""
+    from assocmem.outputs import output_dir
+
+    td = task_def(task)
+    if model not in td.models:
+        raise V.ParamError("model", f"model for {task} must be one of {', '.join(td.models)} (got {model!r})")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise V.ParamError("device", "device: cuda requested but torch sees no GPU (use --device cpu or auto)")
+    check_memory(task, model, batch_size, length, device)
+    check_time(task, model, steps, batch_size, length, device)
+    output_dir("--out", out)
+    name = run_name(model, seed, protocol_tag(task, resolve_protocol(task, protocol)))
+    res = Path(out) / task / f"{name}.json"
+    if res.exists() and not force:
+        raise V.ParamError("force", f"--out: the result {res} exists; use --force to overwrite it "
+                                    f"(or choose another --out or --seed)")
+    if resume:
+        ck = load_checkpoint(Path(out) / task / f"{name}.ckpt.pt")
+        total = steps if steps is not None else (CURRICULUM_STEPS if is_curriculum_model(model) else td.steps)
+        if int(ck["step"]) > total:
+            raise V.ParamError("steps", f"steps {total} is below the checkpoint's step {int(ck['step'])} "
+                                        f"(give --steps >= {int(ck['step'])})")
+
+
 def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, batch_size: Optional[int] = None,
-          device: str = "cuda", out: str | Path = "results", resume: bool = False, eval_mode: str = "auto",
+          device: str = "cuda", out: str | Path = "runs", resume: bool = False, eval_mode: str = "auto",
           ckpt_every: int = 500, log_every: int = 25, progress: bool = True,
           eval_chunk: Optional[int] = None, curriculum: Optional[Cu.CurriculumSchedule] = None,
           protocol: Optional[dict] = None) -> dict:
@@ -641,7 +794,7 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
         steps = CURRICULUM_STEPS if is_cur else td.steps
         if task == "mqar":
             steps = max(1, pr["epochs"] * mqar_pool_size(pr) // (batch_size or td.batch_size))
-    steps = V.count("steps", steps, 0)
+    steps = V.count("steps", steps, 1)
     if batch_size is None:
         # the stress test's sequences are 3n long (n up to 512): a smaller default batch
         batch_size = 64 if model.startswith("stress-") else td.batch_size
@@ -668,8 +821,8 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
     gen = torch.Generator().manual_seed(seed)
     step0, curve, wall_before = 0, [], 0.0
     win_sum0, win_n0 = 0.0, 0
-    if resume and ckpt_path.exists():
-        ck = torch.load(ckpt_path, map_location=dev, weights_only=False)
+    if resume:
+        ck = load_checkpoint(ckpt_path, dev)
         net.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         gen.set_state(ck["gen"])

@@ -38,10 +38,10 @@ def test_collision_other_setting_has_no_published_column(capsys):
 
 
 @pytest.mark.parametrize("args, word", [
-    (["collision", "--r2", "0"], "r2"), (["collision", "--rho", "2"], "rho"),
-    (["collision", "--l2", "-1"], "l2"), (["collision", "--variants", "iso"], "iso-c"),
-    (["collision", "--variants", "nope"], "variants"), (["collision", "--n-a", "-3"], "n_a"),
-    (["collision", "--p0", "nan"], "p0"), (["verify", "--only", "zz.*"], "only"),
+    (["collision", "--r2", "0"], "--r2"), (["collision", "--rho", "2"], "--rho"),
+    (["collision", "--l2", "-1"], "--l2"), (["collision", "--variants", "iso"], "--iso-c"),
+    (["collision", "--variants", "nope"], "--variants"), (["collision", "--n-a", "-3"], "--n-a"),
+    (["collision", "--p0", "nan"], "--p0"), (["verify", "--only", "zz.*"], "--only"),
 ])
 def test_bad_input_one_line_exit_2(args, word):
     rc, out, err = run_cli(*args)

@@ -9,9 +9,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_gpu_help_lists_bench(capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(["gpu", "--help"])
-    assert exc.value.code == 0
+    assert main(["gpu", "--help"]) == 0
     assert "bench" in capsys.readouterr().out
 
 
@@ -29,11 +27,19 @@ def test_bench_tiny_on_cpu_interpreter(tmp_path, monkeypatch, capsys):
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    out = tmp_path / "bench.json"
-    assert main(["gpu", "bench", "--shapes", "tiny", "--out", str(out)]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert main(["gpu", "bench", "--shapes", "tiny"]) == 0
+    out = tmp_path / "runs" / "gpu_bench.json"             # the JSON is written by default
     res = json.loads(out.read_text())
     chk = res["shapes"]["tiny"]["check"]
     assert chk["nan_free"] and chk["grad_nan_free"]
     assert chk["fwd_o"] < 1e-5 and chk["grad_k"] < 1e-4
+    import torch
+
+    if torch.cuda.is_available():
+        return
     assert res["provenance"]["device"].startswith("cpu")
-    assert "| tiny |" in capsys.readouterr().out
+    # the interpreter's run times are not kernel timings: none reported
+    assert "times_default" not in res["shapes"]["tiny"] and "no timings" in res["shapes"]["tiny"]["times"]
+    text = capsys.readouterr().out
+    assert "| tiny | — | — |" in text and "no timings" in text and "runs/gpu_bench.json" in text

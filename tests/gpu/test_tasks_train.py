@@ -64,18 +64,18 @@ def test_resume_continues_the_same_run(tmp_path):
     Tr.train("random_keys", "linear", steps=2, out=tmp_path / "b", **kw)
     resumed = Tr.train("random_keys", "linear", steps=4, out=tmp_path / "b", resume=True, **kw)
     assert [c["loss"] for c in resumed["curve"]] == [c["loss"] for c in full["curve"]]
-    a = torch.load(tmp_path / "a" / "random_keys" / "linear_s3.ckpt.pt", weights_only=False)["model"]
-    b = torch.load(tmp_path / "b" / "random_keys" / "linear_s3.ckpt.pt", weights_only=False)["model"]
+    a = Tr.load_checkpoint(tmp_path / "a" / "random_keys" / "linear_s3.ckpt.pt")["model"]
+    b = Tr.load_checkpoint(tmp_path / "b" / "random_keys" / "linear_s3.ckpt.pt")["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["train", "collision_recall", "--model", "mamba", "--device", "cpu"], "model"),
-    (["train", "collision_recall", "--model", "bl", "--steps", "-1", "--device", "cpu"], "steps"),
-    (["train", "random_keys", "--model", "bl", "--batch-size", "0", "--device", "cpu"], "batch_size"),
-    (["train", "swap_tracking", "--model", "bl", "--device", "cpu"], "model"),
-    (["sweep", "collision_recall", "--seeds", "a,b"], "seeds"),
-    (["sweep", "collision_recall", "--models", "bl,mamba"], "models"),
+    (["train", "collision_recall", "--model", "mamba", "--device", "cpu"], "--model"),
+    (["train", "collision_recall", "--model", "bl", "--steps", "-1", "--device", "cpu"], "--steps"),
+    (["train", "random_keys", "--model", "bl", "--batch-size", "0", "--device", "cpu"], "--batch-size"),
+    (["train", "swap_tracking", "--model", "bl", "--device", "cpu"], "--model"),
+    (["sweep", "collision_recall", "--seeds", "a,b"], "--seeds"),
+    (["sweep", "collision_recall", "--models", "bl,mamba"], "--models"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, needle, capsys, tmp_path):
     assert cli.main(argv + ["--out", str(tmp_path)]) == 2
@@ -83,10 +83,68 @@ def test_bad_input_is_one_line_exit_2(argv, needle, capsys, tmp_path):
     assert len(err) == 1 and needle in err[0]
 
 
+TINY = ["train", "random_keys", "--model", "linear", "--steps", "1", "--batch-size", "2", "--eval", "none",
+        "--no-progress"]
+
+
+def _one_line(capsys, *needles):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and all(n in err[0] for n in needles), err
+    return err[0]
+
+
+def test_default_output_is_runs_and_device_auto(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(TINY) == 0
+    r = json.loads((tmp_path / "runs" / "random_keys" / "linear_s0.json").read_text())
+    assert r["provenance"]["device"].startswith("cuda" if torch.cuda.is_available() else "cpu")
+    assert not (tmp_path / "results").exists()
+    # a finished result is not overwritten without --force, and nothing is touched
+    before = (tmp_path / "runs" / "random_keys" / "linear_s0.json").read_bytes()
+    capsys.readouterr()
+    assert cli.main(TINY) == 2
+    _one_line(capsys, "--force", "linear_s0.json")
+    assert (tmp_path / "runs" / "random_keys" / "linear_s0.json").read_bytes() == before
+
+
+def test_resume_needs_a_checkpoint(tmp_path, capsys):
+    assert cli.main(TINY + ["--out", str(tmp_path), "--resume"]) == 2
+    _one_line(capsys, "--resume", "no checkpoint")
+    assert not (tmp_path / "random_keys").exists()
+
+
+def test_a_checkpoint_that_runs_code_is_refused(tmp_path, capsys):
+    import os
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'PWNED'}",))
+
+    d = tmp_path / "random_keys"
+    d.mkdir()
+    torch.save({"model": Payload(), "opt": {}, "gen": None, "step": 0, "curve": []}, d / "linear_s0.ckpt.pt")
+    (tmp_path / "other" / "random_keys").mkdir(parents=True)
+    (tmp_path / "other" / "random_keys" / "linear_s0.ckpt.pt").write_bytes(b"not a checkpoint")
+    for out in (tmp_path, tmp_path / "other"):
+        assert cli.main(TINY + ["--out", str(out), "--resume"]) == 2
+        _one_line(capsys, "--resume", "not an assocmem checkpoint")
+    assert not (tmp_path / "PWNED").exists()
+    with pytest.raises(ValueError, match="resume"):
+        Tr.load_checkpoint(d / "linear_s0.ckpt.pt")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU time estimate")
+def test_cpu_run_past_the_time_limit_is_refused(tmp_path, capsys):
+    assert cli.main(["train", "collision_recall", "--model", "bl", "--out", str(tmp_path)]) == 2
+    _one_line(capsys, "--steps 2500 (default)", "--batch-size 256 (default)", "ASSOCMEM_MAX_SECONDS")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
 def test_cuda_requested_without_gpu(tmp_path, capsys):
-    assert cli.main(["train", "random_keys", "--model", "bl", "--out", str(tmp_path)]) == 2
-    assert "cuda" in capsys.readouterr().err
+    assert cli.main(["train", "random_keys", "--model", "bl", "--device", "cuda", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--device" in err and "cuda" in err
 
 
 def test_loss_only_on_labelled_tokens():

@@ -126,3 +126,10 @@ def test_dimension_constant_matches_formula():
     for n in (2, 10, 1000):
         d = W.greedy_dimension(n, 0.12)
         assert n * (n - 1) * math.exp(-d * W.kl_half(0.12)) < 1 <= n * (n - 1) * math.exp(-(d - 1) * W.kl_half(0.12))
+
+
+def test_tiny_eps_is_a_named_error_not_a_division_by_zero():
+    assert W.kl_half(1e-6) == pytest.approx(5e-13, rel=1e-9)          # the series, where the closed form cancels
+    assert W.greedy_dimension(16, 1e-6) > 10 ** 12
+    with pytest.raises(ValueError, match="^eps = 1e-300 is too small"):
+        W.near_orthogonal_keys(16, 1e-300)

@@ -208,3 +208,23 @@ def test_numpy_matches_mpmath_rerun(s, variant):
     M = np.array([[float(x) for x in row] for row in mp.M])
     # float inputs converted exactly; agreement up to float64 round-off growth
     assert _rel(tr.M, M) < 1e-8
+
+
+# -- what the public function accepts (the API's boundary) ---------------------
+def test_p0_matrix_of_the_wrong_size_is_refused_not_read_as_a_batch():
+    K, Vv = np.eye(4)[[0, 1, 2]], np.eye(2)[[0, 1, 0]]
+    with pytest.raises(ValueError, match=r"p0 of shape \(3, 3\).*D=4"):
+        bl_filter(K, Vv, p0=np.eye(3))
+    assert bl_filter(K, Vv, p0=np.eye(4)).M.shape == (4, 2)
+    assert bl_filter(K, Vv, p0=np.array([1.0, 2.0, 3.0])).M.shape == (3, 4, 2)     # scalars: a batch
+
+
+@pytest.mark.parametrize("kw, name", [(dict(keys="abc"), "keys"), (dict(values=[["x"]]), "values"),
+                                      (dict(values=None), "values"), (dict(queries="q"), "queries"),
+                                      (dict(r2="fast"), "r2"), (dict(p0=object()), "p0")])
+def test_non_numeric_arguments_are_named(kw, name):
+    args = dict(keys=np.eye(3), values=np.eye(3)[:, :2])
+    args.update(kw)
+    keys, values = args.pop("keys"), args.pop("values")
+    with pytest.raises(ValueError, match=rf"^{name} must be numeric"):
+        bl_filter(keys, values, **args)

@@ -88,3 +88,9 @@ def test_protocol_validation(kw, name):
 def test_iso_requires_c():
     with pytest.raises(ValueError, match="iso_c"):
         run_collision(PAPER, variants=("iso",))
+
+
+@pytest.mark.parametrize("protocol", ["paper", 3, {"rho": 0.9}])
+def test_protocol_must_be_a_collision_protocol(protocol):
+    with pytest.raises(ValueError, match=r"^protocol must be a CollisionProtocol"):
+        run_collision(protocol)
