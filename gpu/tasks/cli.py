@@ -205,6 +205,7 @@ def run_sweep(args) -> int:
             raise ValueError(f"--models: {m!r} is not a model of {args.task} "
                              f"({', '.join(MODELS_BY_TASK[args.task])})")
     protocol = parse_protocol(args.task, args.protocol, args.queries_write)
+    every = None if args.ckpt_every is None else ckpt_every(args.ckpt_every)
     if args.scheduler is None:           # a local cluster: the runs go to this host's GPUs, else its CPU
         device = args.device or resolve_device("auto")
         for m in models or MODELS_BY_TASK[args.task]:
@@ -214,8 +215,8 @@ def run_sweep(args) -> int:
     extra = []
     if args.eval_mode is not None:
         extra += ["--eval", args.eval_mode]
-    if args.ckpt_every is not None:
-        extra += ["--ckpt-every", str(ckpt_every(args.ckpt_every))]
+    if every is not None:
+        extra += ["--ckpt-every", str(every)]
     recs = sweep(args.task, models=models, seeds=list(args.seeds) if args.seeds else None, protocol=protocol,
                  out=args.out, steps=args.steps, batch_size=args.batch_size, device=args.device,
                  workers_per_device=args.workers_per_device, scheduler=args.scheduler,
