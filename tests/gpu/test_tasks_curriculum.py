@@ -237,7 +237,7 @@ def test_cli_tiny_run(tmp_path, capsys):
     (["--model", "curriculum-round2-rope", "--curriculum-lengths", "32,16"], "increasing"),
     (["--model", "curriculum-round2-rope", "--curriculum-lengths", "32,x"], "lengths"),
     (["--model", "curriculum-round2-rope", "--curriculum-threshold", "2"], "threshold"),
-    (["--model", "direct-round2-rope", "--curriculum-switch-at", "5"], "switch_at"),
+    (["--model", "direct-round2-rope", "--curriculum-switch-at", "5"], "--curriculum-switch-at"),   # the flag as typed
 ])
 def test_cli_bad_curriculum_input(argv, needle, tmp_path, capsys):
     assert cli.main(["train", "swap_tracking", *argv, "--device", "cpu", "--out", str(tmp_path)]) == 2
