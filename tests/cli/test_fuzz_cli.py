@@ -80,7 +80,7 @@ def choice_outside(choices):
     # no commas (a list's separator) and no glob characters (a pattern that might match)
     word = st.text(st.characters(blacklist_characters=",*?[]", blacklist_categories=("Cs", "Cc")),
                    min_size=1, max_size=8)
-    return st.one_of(st.sampled_from(["", " ", "none", "NULL", "--x"]),
+    return st.one_of(st.sampled_from(["", " ", "none", "NULL", "--x"]).filter(lambda s: s not in choices),
                      word.filter(lambda s: s not in choices and s.strip() == s and s))
 
 
