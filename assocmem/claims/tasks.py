@@ -45,6 +45,9 @@ def _torch():
         return None
 
 
+SKIPPED: dict = {}      # {task: {file: why}} of the last _results call: shown by the checks (not silent)
+
+
 def _results(task: str, *, diverged: bool = False) -> list[dict]:
     """Every committed result of ``task`` with a full evaluation (``diverged=True``: also the
     runs recorded as diverged, which have no evaluation).  Each record gets ``_tag`` (its
@@ -56,17 +59,26 @@ def _results(task: str, *, diverged: bool = False) -> list[dict]:
     d = RESULTS / task
     if not d.is_dir():
         return []
-    out = []
+    out, skipped = [], {}
     for p in sorted(d.glob("*.json")):
+        key = f"{task}/{p.name}"
         try:
             r = json.loads(p.read_text(encoding="utf-8"))
         except ValueError:
+            skipped[key] = "not JSON"
             continue
-        if r.get("task") != task or "protocol" not in r:
+        if r.get("task") != task:
+            skipped[key] = f"task {r.get('task')!r}"
+            continue
+        if "protocol" not in r:
+            skipped[key] = "no protocol block"
             continue
         full = bool(r.get("eval")) and r.get("eval_mode") == "full"
         if full or (diverged and r.get("status") == "diverged"):
-            out.append({**r, "_tag": result_tag(task, r), "_file": f"{task}/{p.name}"})
+            out.append({**r, "_tag": result_tag(task, r), "_file": key})
+        else:
+            skipped[key] = "no full evaluation" if r.get("status") != "diverged" else "diverged"
+    SKIPPED[task] = skipped
     return out
 
 
@@ -311,7 +323,8 @@ def _judge(ev: Evidence, trend_fn, results) -> None:
     ev.record(protocol_default=_protocol_spec_defaults(results), trends_reproduced=ok,
               trends_not_reproduced=[t for t, _ in not_ok], trends_without_results=missing,
               trends_by_protocol=per_protocol, seeds_default=seeds,
-              result_files=sorted(r["_file"] for r in results))
+              result_files=sorted(r["_file"] for r in results),
+              result_files_skipped=SKIPPED.get(results[0]["task"], {}) if results else {})
     task = results[0]["task"] if results else ""
     label = "queries read only, " if task in ("collision_recall", "random_keys") else ""
     ev.summary = (f"{len(ok)}/{len(done)} published trends reproduced (default protocol: {label}{seeds} seed(s))"

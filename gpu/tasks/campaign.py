@@ -169,8 +169,9 @@ def longest_first(jobs):
 
 
 def write_partials(jobs, out) -> list[Path]:
-    """For every job without a result JSON but with a checkpoint: ``NAME.partial.json`` from the checkpoint."""
-    import torch
+    """For every job without a result JSON but with a checkpoint: ``NAME.partial.json`` from the checkpoint
+    (loaded with ``weights_only=True``: a file that is not one of ours is refused, never run)."""
+    from .train import load_checkpoint
 
     paths = []
     for job in jobs:
@@ -180,7 +181,7 @@ def write_partials(jobs, out) -> list[Path]:
         ck_path = d / f"{name}.ckpt.pt"
         if (d / f"{name}.json").exists() or not ck_path.exists():
             continue
-        ck = torch.load(ck_path, map_location="cpu", weights_only=False)
+        ck = load_checkpoint(ck_path)
         rec = {"task": task, "model": model, "seed": seed, "status": "stopped at the campaign's time limit",
                "step": ck["step"], "wall_s": round(ck.get("wall_s", 0.0), 1), "curve": ck["curve"]}
         if ck.get("curriculum") is not None:

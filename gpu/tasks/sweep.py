@@ -266,7 +266,7 @@ def _checkpoint_step(path: Path) -> Optional[int]:
         return None
     try:
         import torch
-        return int(torch.load(path, map_location="cpu", weights_only=False)["step"])
+        return int(torch.load(path, map_location="cpu", weights_only=True)["step"])   # tensors and containers only
     except Exception:
         return -1                  # present but unreadable (train() then fails or starts over)
 

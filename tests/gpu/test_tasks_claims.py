@@ -174,3 +174,20 @@ def test_a_diverged_run_counts_as_not_learning(tmp_path, monkeypatch):
          "curve": [{"step": 25, "loss": float("nan"), "acc": 0.2, "length": 256}]}).replace("NaN", "NaN"))
     r = _claim("task.swap_tracking").run()
     assert "curriculum_keys-raw flips it" in r.detail
+
+
+def test_files_left_out_are_listed_with_the_reason(tmp_path, monkeypatch):
+    """A result the checks cannot use (a quick CPU evaluation, no protocol) is named, not silently dropped."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    _collision(tmp_path, OURS)
+    d = tmp_path / "collision_recall"
+    (d / "bl_s7.json").write_text(json.dumps({"task": "collision_recall", "model": "bl", "seed": 7,
+                                              "eval_mode": "quick", "eval": {"writes": []}, "protocol": {}}))
+    (d / "old_s0.json").write_text(json.dumps({"task": "collision_recall", "model": "bl", "seed": 0,
+                                               "eval_mode": "full", "eval": {"writes": []}}))
+    r = _claim("task.collision_recall").run()
+    sk = r.computed["result_files_skipped"]
+    assert sk == {"collision_recall/bl_s7.json": "no full evaluation",
+                  "collision_recall/old_s0.json": "no protocol block"}

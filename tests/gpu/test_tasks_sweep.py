@@ -334,7 +334,8 @@ def test_campaign_longest_first_and_partials(tmp_path):
     # a run stopped at the limit: checkpoint but no JSON -> partial record; finished runs are left alone
     d = tmp_path / "swap_tracking"
     d.mkdir()
-    torch.save({"step": 500, "wall_s": 12.3, "curve": [{"step": 25, "acc": 0.5, "length": 32}],
+    torch.save({"model": {"w": torch.zeros(2)}, "opt": {}, "gen": torch.zeros(4, dtype=torch.uint8),
+                "step": 500, "wall_s": 12.3, "curve": [{"step": 25, "acc": 0.5, "length": 32}],
                 "curriculum": {"stage": 1}}, d / "curriculum-round2-nope_s0.ckpt.pt")
     torch.save({"step": 500, "curve": []}, d / "stress-linear-128_s0.ckpt.pt")
     (d / "stress-linear-128_s0.json").write_text("{}")
