@@ -100,15 +100,6 @@ def _with_ablation(default, ablation):
     return [r for r in default if r["model"] not in models] + list(ablation)
 
 
-def _mean_by_model(results, section, xkey, x, ykey):
-    per = {}
-    for r in results:
-        for row in r["eval"].get(section, []):
-            if row[xkey] == x:
-                per.setdefault(r["model"], []).append(row[ykey])
-    return {m: float(np.mean(v)) for m, v in per.items()}, {m: len(v) for m, v in per.items()}
-
-
 def _rel(out, ref):
     ref = np.asarray(ref)
     return float(np.abs(np.asarray(out) - ref).max() / max(1.0, np.abs(ref).max()))
