@@ -16,8 +16,25 @@
 # most 8 files of at most 16 MiB).  Unpack results.tgz beside the checkout and copy
 # the new JSONs into results/; put results.tgz and the ckpts pieces in .resume/ for
 # the next call (checkpoints stay out of git; see .gitignore).
+#
+# Before the campaign, optionally (each writes its JSON under $OUT/bench/):
+#   --probe "TASK:MODEL[:K=V,...] ..."  training steps/s of each spec (scripts/probe_steps.py)
+#   --bench-sweep                       the sweep engine's overhead (benchmarks/bench_sweep_engine.py,
+#                                       12 runs at a time), and the removed pool's when a copy of it
+#                                       is carried as .resume/pool_85a96cb.py
+#   --skip-campaign                     stop after those
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
+probe="" bench_sweep=0 skip_campaign=0 rest=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --probe) probe="$2"; shift 2 ;;
+    --bench-sweep) bench_sweep=1; shift ;;
+    --skip-campaign) skip_campaign=1; shift ;;
+    *) rest+=("$1"); shift ;;
+  esac
+done
+set -- "${rest[@]}"
 export PYTHONUNBUFFERED=1
 export ASSOCMEM_COMMIT="${ASSOCMEM_COMMIT:-unknown}"
 root=$(pwd)
@@ -37,6 +54,21 @@ if ls .resume/ckpts.tgz.part-* >/dev/null 2>&1; then
   cat .resume/ckpts.tgz.part-* | tar xzf - -C "$OUT" && echo "checkpoints from .resume/ckpts.tgz.part-*"
 fi
 nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
+mkdir -p "$OUT/bench"
+if [ -n "$probe" ]; then
+  (cd /tmp && python3 "$root/scripts/probe_steps.py" --device cuda --out "$OUT/bench/probe_steps.json" $probe) \
+    2>&1 | tee "$OUT/bench/probe_steps.log"
+fi
+if [ "$bench_sweep" = 1 ]; then
+  (cd /tmp && python3 "$root/benchmarks/bench_sweep_engine.py" --device cuda --workers 12 --runs 24 --repeat 2 \
+     --out "$OUT/bench/sweep_engine_dask.json") 2>&1 | tee "$OUT/bench/sweep_engine.log"
+  if [ -f "$root/.resume/pool_85a96cb.py" ]; then
+    (cd /tmp && python3 "$root/benchmarks/bench_sweep_engine.py" --device cuda --workers 12 --runs 24 --repeat 2 \
+       --engine "$root/.resume/pool_85a96cb.py" --out "$OUT/bench/sweep_engine_pool.json") 2>&1 \
+       | tee -a "$OUT/bench/sweep_engine.log"
+  fi
+fi
+[ "$skip_campaign" = 1 ] && exit 0
 cd /tmp && python3 -m assocmem.gpu.tasks.campaign --out "$OUT/results" "$@" 2>&1 | tee "$OUT/results/campaign.log"
 rc=${PIPESTATUS[0]}
 cd "$OUT" || exit 3

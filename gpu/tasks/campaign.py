@@ -115,6 +115,30 @@ def issue14_width():
                 {"d_model": 16})
 
 
+def issue14_causes():
+    """The fourth pass of issue 14: the two trends still without a cause.
+
+    Random keys (BL's cross-entropy not the lowest): one mixer layer (the cause found for
+    collision recall's Delta/reset) and per-head constant gates.  Transformer depth (2/4/8
+    layers improve where the paper's stay ≈ 0.4): the loss at the last token only rather
+    than after every swap (with the fast DeltaFormers, to see they still learn), and no
+    position encoding.
+    """
+    core = ["bl", "delta", "reset"]
+    jobs = []
+    for pr in ({"n_layers": 1}, {"gates": "head"}):
+        jobs += grid("random_keys", core, [0], pr)
+    trs = ["transformer-1", "transformer-2", "transformer-4", "transformer-8"]
+    jobs += grid("swap_tracking", trs + ["deltaformer-linear", "deltaformer-round2"], [0], {"supervision": "last"})
+    jobs += grid("swap_tracking", trs, [0], {"pos": "nope"})
+    return jobs
+
+
+def device4():
+    """This session's device plan: issue 14's remaining causes, then AM Fig. 7, then the MQAR pilot."""
+    return issue14_causes() + dag() + mqar_lr()
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -134,7 +158,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "dag": dag, "mqar_lr": mqar_lr}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4}
 
 
 def cost(job) -> float:

@@ -74,7 +74,8 @@ def grid(task: str, models: Optional[Sequence[str]] = None, seeds: Optional[Sequ
         # swap tracking: the paper shows single training curves
         seeds = (0,) if task == "swap_tracking" else SEEDS
     pr = dict(protocol or {})
-    resolve_protocol(task, pr)                       # bad options fail before anything starts
+    for m in models:                                 # bad options fail before anything starts
+        resolve_protocol(task, pr, m)
     if not pr:
         return [(task, m, int(s)) for s in seeds for m in models]
     # jobs stay hashable tuples: the options as sorted (key, value) pairs, lists as tuples

@@ -175,6 +175,13 @@ PROTOCOL = {
         "curriculum_keys": ("unit", _choice("unit", "raw"),
                             "curriculum DeltaFormer: unit keys with beta in (0, 2) (ours) or raw keys with "
                             "beta in (0, 1) (the paper-like parameterisation)"),
+        "supervision": ("every", _choice("every", "last"),
+                        "plain swap models (Figs. 3-4): a label after every swap (ours) or at the last token "
+                        "only (the notes: 'predict the element at position 1'; which tokens carry the loss is "
+                        "not stated); accuracy is measured where the loss is"),
+        "pos": ("rope", _choice("rope", "nope"),
+                "position encoding of the plain swap Transformers and DeltaFormers: RoPE (ours) or none "
+                "(the paper does not say)"),
     },
     "mqar": {
         "queries_write": (False, _bool, "query and filler tokens also write (default: only key and value tokens "
@@ -200,12 +207,13 @@ PROTOCOL = {
 }
 
 
-def resolve_protocol(task: str, overrides: Optional[dict] = None) -> dict:
+def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optional[str] = None) -> dict:
     """The full protocol of a run: the task's defaults with ``overrides`` applied and checked.
 
     ``overrides`` maps option names to values (or their text, as the CLI's
     ``--protocol KEY=VALUE`` gives them).  Unknown names and bad values raise a
-    ``ValueError`` naming the option.
+    ``ValueError`` naming the option; with ``model``, so do options that do not
+    apply to that model.
     """
     spec = PROTOCOL[V.choice("task", task, TASKS)]
     out = {k: d for k, (d, _, _) in spec.items()}
@@ -216,6 +224,11 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None) -> dict:
     if task == "swap_tracking" and not out["queries_write"]:
         raise ValueError("protocol queries_write: swap tracking's query tokens are the swaps themselves; "
                          "they must write")
+    if task == "swap_tracking" and (out["supervision"] != "every" or out["pos"] != "rope") and model is not None \
+            and not (model.startswith("transformer-") or model.startswith("deltaformer-")):
+        bad = "supervision" if out["supervision"] != "every" else "pos"
+        raise ValueError(f"protocol {bad}: applies to the plain swap models (transformer-*, deltaformer-*), "
+                         f"not {model!r}")
     if task == "dag_reachability" and not out["queries_write"]:
         raise ValueError("protocol queries_write: the reachability models are attention models with no "
                          "separate write; it is fixed at true")
@@ -312,7 +325,7 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
         unit = pr["curriculum_keys"] == "unit"
         return Mo.swap_model(f"deltaformer-{kappa}", pos=pos, key_norm=unit,
                              beta_max=CURRICULUM_BETA_MAX if unit else 1.0, d_model=pr["d_model"])
-    return Mo.swap_model(model, d_model=pr["d_model"])
+    return Mo.swap_model(model, d_model=pr["d_model"], pos=pr["pos"])
 
 
 # ---------------------------------------------------------------------------
@@ -345,8 +358,18 @@ def sample_train(task: str, model: str, batch_size: int, gen: torch.Generator, l
         return pool.batch(torch.randint(0, len(pool), (batch_size,), generator=gen))
     if model.startswith("stress-"):
         return Dt.swap_stress_batch(batch_size, n=int(model.split("-")[2]), generator=gen)
-    return Dt.swap_batch(batch_size, n_elems=td.train_settings["n_elems"],
-                         length=td.train_settings["length"] if length is None else length, generator=gen)
+    b = Dt.swap_batch(batch_size, n_elems=td.train_settings["n_elems"],
+                      length=td.train_settings["length"] if length is None else length, generator=gen)
+    return _supervise(b, pr)
+
+
+def _supervise(b: "Dt.SwapBatch", pr: dict) -> "Dt.SwapBatch":
+    """The plain swap batch with labels where the protocol puts the loss (``supervision``)."""
+    if pr.get("supervision", "every") == "every":
+        return b
+    labels = b.labels.clone()
+    labels[:, :-1] = Dt.IGNORE
+    return b._replace(labels=labels)
 
 
 def forward(net, task: str, batch, protocol: Optional[dict] = None):
@@ -418,7 +441,7 @@ def evaluate(net, task: str, model: str, settings: dict, device, chunk: int = 64
             return _eval_dag(net, settings, device, chunk, pr)
         if task == "mqar":
             return _eval_mqar(net, settings, device, chunk, pr)
-        return _eval_swap(net, model, settings, device, chunk)
+        return _eval_swap(net, model, settings, device, chunk, pr)
     finally:
         net.train()
 
@@ -576,14 +599,14 @@ def _eval_swap_lengths(net, s, device, chunk):
     return {"acc": final["acc"], "acc_se": final["acc_se"], "by_length": rows}
 
 
-def _eval_swap(net, model, s, device, chunk):
+def _eval_swap(net, model, s, device, chunk, pr=None):
     if is_curriculum_model(model):
         return _eval_swap_lengths(net, s, device, chunk)
     if model.startswith("stress-"):
         n = int(model.split("-")[2])
         make = lambda b, g: Dt.swap_stress_batch(b, n=n, generator=g)   # noqa: E731
     else:
-        make = lambda b, g: Dt.swap_batch(b, generator=g)              # noqa: E731
+        make = lambda b, g: _supervise(Dt.swap_batch(b, generator=g), pr or {})   # noqa: E731
     n_seqs = min(s["n_seqs"], 256) if model.startswith("stress-") else s["n_seqs"]
     outs = _batched(net, "swap_tracking", make, n_seqs, min(chunk, 64) if model.startswith("stress-") else chunk,
                     device)
@@ -593,7 +616,9 @@ def _eval_swap(net, model, s, device, chunk):
     acc = (logits.argmax(-1)[mask] == labels[mask]).double()
     per_pos = []
     if not model.startswith("stress-"):
-        per_pos = ((logits.argmax(-1) == labels).double().mean(0)).tolist()
+        # per position over the labelled ones (None where the protocol puts no label)
+        per_pos = [float((logits[:, t].argmax(-1) == labels[:, t]).double().mean()) if bool(mask[:, t].any())
+                   else None for t in range(labels.shape[1])]
     return {"acc": float(acc.mean()), "acc_se": float(acc.std() / math.sqrt(acc.numel())),
             "acc_by_position": per_pos}
 
@@ -785,7 +810,7 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
     if model not in td.models:
         raise ValueError(f"model for {task} must be one of {', '.join(td.models)} (got {model!r})")
     seed = V.count("seed", seed, 0)
-    pr = resolve_protocol(task, protocol)
+    pr = resolve_protocol(task, protocol, model)
     is_cur = is_curriculum_model(model)
     if curriculum is not None and not is_cur:
         raise ValueError(f"curriculum: only the curriculum-*/direct-* swap models take a schedule (got {model!r})")

@@ -112,3 +112,36 @@ def test_cli_queries_write_run_records_its_protocol(tmp_path, capsys):
     rec = json.loads((out / "random_keys" / files[0]).read_text())
     assert rec["protocol"]["queries_write"] is True and rec["protocol"]["gates"] == "head"
     assert rec["protocol"]["train_n"] == [16, 32, 48, 64]
+
+
+# --- swap tracking: where the loss goes, and the position encoding (the Transformer-depth ablations)
+@pytest.mark.parametrize("model", ["stress-round2-128", "curriculum-round2-nope", "direct-linear-rope"])
+@pytest.mark.parametrize("over", [{"supervision": "last"}, {"pos": "nope"}])
+def test_swap_plain_options_refuse_other_models(model, over):
+    with pytest.raises(ValueError, match=f"protocol {next(iter(over))}: applies to the plain swap models"):
+        Tr.resolve_protocol("swap_tracking", over, model)
+    Tr.resolve_protocol("swap_tracking", over, "transformer-4")            # fine for a plain model
+
+
+def test_last_supervision_labels_only_the_final_token():
+    pr = Tr.resolve_protocol("swap_tracking", {"supervision": "last"})
+    full = Tr.sample_train("swap_tracking", "transformer-1", 32, torch.Generator().manual_seed(5))
+    last = Tr.sample_train("swap_tracking", "transformer-1", 32, torch.Generator().manual_seed(5), protocol=pr)
+    assert torch.equal(last.tokens, full.tokens)                            # the same sequences
+    assert (last.labels[:, :-1] == Dt.IGNORE).all()
+    # the final label is still the element at position 0 after all swaps (a replay, not the code under test)
+    for b in range(4):
+        arr = list(range(5))
+        pairs = [(i, j) for i in range(5) for j in range(i + 1, 5)]
+        for t in last.tokens[b].tolist():
+            i, j = pairs[t]
+            arr[i], arr[j] = arr[j], arr[i]
+        assert int(last.labels[b, -1]) == arr[0] == int(full.labels[b, -1])
+
+
+def test_nope_transformer_ignores_position_encoding_and_evaluates_where_the_loss_is(tmp_path):
+    pr = Tr.resolve_protocol("swap_tracking", {"pos": "nope", "supervision": "last"}, "transformer-2")
+    net = Tr.build_model("swap_tracking", "transformer-2", pr)
+    assert all(layer.pos == "nope" for layer in net.layers)
+    ev = Tr.evaluate(net, "swap_tracking", "transformer-2", {"n_seqs": 8}, "cpu", protocol=pr)
+    assert ev["acc_by_position"][:-1] == [None] * 15 and ev["acc_by_position"][-1] == pytest.approx(ev["acc"])
