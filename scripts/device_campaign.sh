@@ -68,11 +68,19 @@ if [ "$bench_sweep" = 1 ]; then
        | tee -a "$OUT/bench/sweep_engine.log"
   fi
 fi
-[ "$skip_campaign" = 1 ] && exit 0
+if [ "$skip_campaign" = 1 ]; then
+  cd "$OUT" && tar czf results.tgz bench && rm -rf bench results; exit 0
+fi
 cd /tmp && python3 -m assocmem.gpu.tasks.campaign --out "$OUT/results" "$@" 2>&1 | tee "$OUT/results/campaign.log"
 rc=${PIPESTATUS[0]}
 cd "$OUT" || exit 3
-find results -name '*.ckpt.pt' > /tmp/ckpts.txt
+# only the checkpoints of runs without a result come back (the finished ones' are not needed to
+# resume, and a call returns at most 8 files); the benchmarks ride in results.tgz
+: > /tmp/ckpts.txt
+find results -name '*.ckpt.pt' | while read -r ck; do
+  [ -f "${ck%.ckpt.pt}.json" ] || echo "$ck" >> /tmp/ckpts.txt
+done
+[ -d bench ] && mv bench results/bench
 tar czf results.tgz --exclude='*.ckpt.pt' results
 [ -s /tmp/ckpts.txt ] && tar czf - -T /tmp/ckpts.txt | split -b 15M - ckpts.tgz.part-
 rm -rf results

@@ -139,6 +139,19 @@ def device4():
     return issue14_causes() + dag() + mqar_lr()
 
 
+def device4b():
+    """The second call: confirm the random-keys cause on seeds 1 and 2, the MQAR pilot, and AM Fig. 7
+    with two-token edges (the one-token edges of the first call learned nothing in 5,000 steps),
+    root first then root last."""
+    from .names import DAG_MODELS
+
+    jobs = grid("random_keys", ["bl", "delta", "reset"], [1, 2], {"n_layers": 1})
+    jobs += grid("dag_reachability", DAG_MODELS, [0], {"edge_tokens": "pair"})
+    jobs += mqar_lr()
+    jobs += grid("dag_reachability", DAG_MODELS, [0], {"edge_tokens": "pair", "root_position": "last"})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -158,7 +171,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b}
 
 
 def cost(job) -> float:

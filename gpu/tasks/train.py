@@ -203,6 +203,10 @@ PROTOCOL = {
                    "tree family: random recursive, deep/narrow (parent among the last 2), or one of the two "
                    "per sequence"),
         "edge_order": ("topological", _choice("topological", "shuffled"), "order of the edge tokens"),
+        "edge_tokens": ("single", _choice("single", "pair"),
+                        "one token per edge, EDGE(u, v) of n^2 ids, or two node tokens NODE(u) NODE(v) sharing "
+                        "the n node embeddings (the notes do not give the tokenisation)"),
+        "lr": (3e-4, _pos_float, "AdamW learning rate (the BL tasks' 3e-4; the notes do not give AM's)"),
     },
 }
 
@@ -250,7 +254,7 @@ def optimizer_settings(task: str, protocol: dict) -> dict:
     if task == "mqar":
         return {"name": "AdamW", "lr": protocol["lr"], "betas": [0.9, 0.95], "weight_decay": 0.1, "clip": 1.0,
                 "schedule": f"linear warm-up {protocol['warmup_steps']} steps, then cosine to 0"}
-    return {"name": "AdamW", "lr": 3e-4, "weight_decay": 1e-4, "clip": 1.0}
+    return {"name": "AdamW", "lr": protocol.get("lr", 3e-4), "weight_decay": 1e-4, "clip": 1.0}
 
 
 def lr_factor(step: int, steps: int, warmup: int) -> float:
@@ -264,7 +268,7 @@ def lr_factor(step: int, steps: int, warmup: int) -> float:
 def dag_config(protocol: dict) -> "Dg.DAGConfig":
     """The reachability generator's configuration for a resolved protocol (multilabel read-out)."""
     return Dg.DAGConfig(root_position=protocol["root_position"], family=protocol["family"],
-                        edge_order=protocol["edge_order"])
+                        edge_order=protocol["edge_order"], edge_tokens=protocol.get("edge_tokens", "single"))
 
 
 def result_tag(task: str, result: dict) -> Optional[str]:
