@@ -27,9 +27,35 @@ with ``H (1 + G) D² <= budget`` (``H = 4, G = 1``: ``D = m = 32``, exactly
 8,192); with one fixed, the largest other.  The mixer's inner width ``H·m`` is
 decoupled from ``d_model`` by the projections, so the model width can sweep
 (Fig. 4a) at a fixed state.
+
+Baselines (BL §4.2: GDN, GDN with short convolution, Mamba2), fla 0.6.0's own
+layers in the same backbone, each at the same budget (:func:`mixer_sizes`):
+
+- ``gdn`` / ``gdn-conv`` (:class:`GDNMixer`, ``fla.layers.GatedDeltaNet``):
+  state ``H dk dv`` (:func:`gdn_state_size`).  With BL's heads and key width
+  (``H = 4``, ``dk = 32``) the value width matches the budget:
+  ``dv = 8192 / (4 · 32) = 64`` (fla's ``expand_v = 2``), exactly 8,192.
+  ``gdn`` has no short convolution (fla then applies SiLU to q, k, v),
+  ``gdn-conv`` has fla's default width-4 causal convolutions on q, k, v
+  (their ``(2 H dk + H dv) · 4`` cache numbers are not counted in the state,
+  as the issue counts it; :meth:`GDNMixer.config` records them).
+- ``mamba2`` (:class:`Mamba2Mixer`, ``fla.layers.Mamba2``): state
+  ``H P N`` (heads × head dim × ``d_state``; :func:`mamba2_state_size`).
+  fla ties ``H P = expand · d_model`` (``expand = 2``), so with ``H = 4``:
+  ``P = d_model / 2`` and ``N = 8192 // (2 d_model)``, exactly 8,192 whenever
+  ``2 d_model`` divides 8,192 (``d_model = 128``: ``P = 64``, ``N = 32``).
+  Its width-4 convolution cache is not counted either.
+
+The baselines ignore the write mask (fla's layers have no per-token write
+gate; their ``attention_mask`` drops padding tokens, reads included): every
+token writes, as in the paper's baselines.  On a GPU the layers run fla's
+kernels as they are; on a CPU :func:`.fla_cpu.torch_ops` swaps each Triton
+piece for torch code (fla's own naive ops where it has them), so the CPU runs
+and tests exercise the same layer code.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, Optional, Union
 
@@ -39,8 +65,14 @@ import torch.nn.functional as F
 
 from assocmem import validate as V
 from .models import MLP
+from .names import MQAR_MODELS
 
 STATE_BUDGET = 8192
+MQAR_HEADS = 4           # heads of every MQAR mixer (BL's bl_head_sizes default; ours for the baselines)
+GDN_KEY_DIM = 32         # GDN's key width per head: BL's D at H = 4
+MAMBA2_EXPAND = 2        # fla's / Mamba2's default inner width expand · d_model
+MAMBA2_CHUNK = 64        # chunk of Mamba2's scan: speed and memory only (fla's naive SSD holds B·T·chunk·H·P)
+CONV_SIZE = 4            # short-convolution width (fla's default for GDN and Mamba2)
 _INV_SOFTPLUS_005 = math.log(math.expm1(0.05))
 
 
@@ -91,6 +123,61 @@ def bl_head_sizes(budget: int = STATE_BUDGET, *, n_heads: int = 4, key_dim: Opti
     return found[0]
 
 
+def gdn_state_size(n_heads: int, key_dim: int, value_dim: int) -> int:
+    """Numbers of state of one GatedDeltaNet layer: ``H dk dv`` (one ``dk × dv`` matrix per head)."""
+    return V.count("n_heads", n_heads, 1) * V.count("key_dim", key_dim, 1) * V.count("value_dim", value_dim, 1)
+
+
+def mamba2_state_size(n_heads: int, head_dim: int, d_state: int) -> int:
+    """Numbers of state of one Mamba2 layer: ``H P N`` (one ``P × N`` SSM state per head)."""
+    return V.count("n_heads", n_heads, 1) * V.count("head_dim", head_dim, 1) * V.count("d_state", d_state, 1)
+
+
+def gdn_head_sizes(budget: int = STATE_BUDGET, *, n_heads: int = MQAR_HEADS,
+                   key_dim: int = GDN_KEY_DIM) -> tuple[int, int]:
+    """``(key_dim, value_dim)``: the key width fixed, the largest value width with ``H dk dv <= budget``."""
+    budget = V.count("budget", budget, 1)
+    H, dk = V.count("n_heads", n_heads, 1), V.count("key_dim", key_dim, 1)
+    dv = budget // (H * dk)
+    if dv < 1:
+        raise ValueError(f"no GDN value width fits a budget of {budget} with {H} heads of key width {dk}")
+    return dk, dv
+
+
+def mamba2_sizes(d_model: int, budget: int = STATE_BUDGET, *, n_heads: int = MQAR_HEADS,
+                 expand: int = MAMBA2_EXPAND) -> tuple[int, int]:
+    """``(head_dim, d_state)`` of a Mamba2 layer: fla ties ``H P = expand · d_model``; ``N`` is the largest with
+    ``H P N <= budget``."""
+    d = V.count("d_model", d_model, 1)
+    budget = V.count("budget", budget, 1)
+    H, e = V.count("n_heads", n_heads, 1), V.count("expand", expand, 1)
+    inner = e * d
+    if inner % H:
+        raise ValueError(f"Mamba2: expand · d_model = {inner} must be a multiple of n_heads = {H}")
+    N = budget // inner
+    if N < 1:
+        raise ValueError(f"Mamba2: no d_state fits a budget of {budget} at expand · d_model = {inner}")
+    return inner // H, N
+
+
+def mixer_sizes(mixer: str, d_model: int = 128, budget: int = STATE_BUDGET, *, n_heads: int = MQAR_HEADS) -> dict:
+    """The head sizes and per-layer state of each MQAR mixer at a budget (what :class:`MQARModel` builds).
+
+    ``bl``: ``H (D m + D²)``; ``gdn``/``gdn-conv``: ``H dk dv``; ``mamba2``: ``H P N``.
+    """
+    V.choice("mixer", mixer, MQAR_MODELS)
+    if mixer == "bl":
+        D, m = bl_head_sizes(budget, n_heads=n_heads)
+        return {"n_heads": n_heads, "key_dim": D, "value_dim": m, "groups": 1,
+                "state_size": bl_state_size(n_heads, D, m, 1)}
+    if mixer in ("gdn", "gdn-conv"):
+        dk, dv = gdn_head_sizes(budget, n_heads=n_heads)
+        return {"n_heads": n_heads, "key_dim": dk, "value_dim": dv, "state_size": gdn_state_size(n_heads, dk, dv)}
+    P, N = mamba2_sizes(d_model, budget, n_heads=n_heads)
+    return {"n_heads": n_heads, "head_dim": P, "d_state": N, "expand": MAMBA2_EXPAND,
+            "state_size": mamba2_state_size(n_heads, P, N)}
+
+
 def _resolve_bl_op():
     from assocmem.gpu import fused_recurrent_bl
     return fused_recurrent_bl
@@ -128,6 +215,10 @@ class BLMixer(nn.Module):
     def state_size(self) -> int:
         return bl_state_size(self.H, self.D, self.m, self.G)
 
+    def config(self) -> dict:
+        return {"mixer": "bl", "n_heads": self.H, "key_dim": self.D, "value_dim": self.m, "groups": self.G,
+                "state_size": self.state_size, "p0": self.p0, "write_mask": "used"}
+
     def forward(self, h: torch.Tensor, write_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         B, T, _ = h.shape
         H, D, m, G = self.H, self.D, self.m, self.G
@@ -150,14 +241,151 @@ class BLMixer(nn.Module):
         return self.o_proj(o.reshape(B, T, H * m).to(h.dtype))
 
 
+def require_fla(model: str) -> None:
+    """Raise a ``--model`` error naming what to install when fla's layers cannot be imported."""
+    from .fla_cpu import FLA_VERSION, fla_version
+
+    if fla_version() is None:
+        raise V.ParamError("model", f"--model {model}: the baseline needs flash-linear-attention's layers "
+                                    f"(pip install flash-linear-attention=={FLA_VERSION}, which brings "
+                                    f"transformers; or the package's gpu extra)")
+
+
+class _FLAMixer(nn.Module):
+    """An fla layer as an MQAR mixer: ``(h, write_mask) -> layer(h)[0]``; the write mask is ignored."""
+
+    name = ""
+
+    def forward(self, h: torch.Tensor, write_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if h.device.type == "cpu":
+            from .fla_cpu import torch_ops
+            with torch_ops(self.layer):
+                return self.layer(h)[0]
+        return self.layer(h)[0]
+
+    def _core(self) -> str:
+        raise NotImplementedError
+
+    def config(self) -> dict:
+        from .fla_cpu import fla_version
+
+        return {"mixer": self.name, **self.sizes(), "state_size": self.state_size,
+                "conv_state_size": self.conv_state_size, "layer": f"fla.layers.{type(self.layer).__name__}",
+                "fla_version": fla_version(), "core": self._core(),
+                "write_mask": "ignored (every token writes)"}
+
+
+class GDNMixer(_FLAMixer):
+    """fla's ``GatedDeltaNet`` (output gate and norm, q/k L2-normalised in the kernel, β = sigmoid,
+    decay ``-exp(A_log) softplus(a + dt_bias)``), with or without its short convolutions.
+
+    Sizes: ``H = n_heads``, ``dk = key_dim``, ``dv = value_dim`` (default :func:`gdn_head_sizes`).
+    """
+
+    def __init__(self, d_model: int, *, conv: bool = False, n_heads: int = MQAR_HEADS, key_dim: int = GDN_KEY_DIM,
+                 value_dim: Optional[int] = None, budget: Optional[int] = STATE_BUDGET, conv_size: int = CONV_SIZE):
+        super().__init__()
+        import warnings
+        from fla.layers import GatedDeltaNet
+
+        d_model = V.count("d_model", d_model, 1)
+        H, dk = V.count("n_heads", n_heads, 1), V.count("key_dim", key_dim, 1)
+        if value_dim is None:
+            dk, value_dim = gdn_head_sizes(STATE_BUDGET if budget is None else budget, n_heads=H, key_dim=dk)
+        dv = V.count("value_dim", value_dim, 1)
+        if budget is not None and gdn_state_size(H, dk, dv) > budget:
+            raise ValueError(f"state {gdn_state_size(H, dk, dv)} is above the budget {budget}")
+        self.name = "gdn-conv" if conv else "gdn"
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="ShortConvolution is crucial")    # GDN without conv, on purpose
+            self.layer = GatedDeltaNet(hidden_size=d_model, head_dim=dk, num_heads=H, expand_v=dv / dk,
+                                       use_gate=True, use_short_conv=bool(conv),
+                                       conv_size=V.count("conv_size", conv_size, 1), mode="chunk")
+
+    def sizes(self) -> dict:
+        L = self.layer
+        return {"n_heads": L.num_heads, "key_dim": L.head_k_dim, "value_dim": L.head_v_dim,
+                "conv_size": L.conv_size if L.use_short_conv else None}
+
+    @property
+    def state_size(self) -> int:
+        L = self.layer
+        return gdn_state_size(L.num_v_heads, L.head_k_dim, L.head_v_dim)
+
+    @property
+    def conv_state_size(self) -> int:
+        L = self.layer
+        return sum(c.state_size for c in (L.q_conv1d, L.k_conv1d, L.v_conv1d)) if L.use_short_conv else 0
+
+    def _core(self) -> str:
+        if next(self.parameters()).device.type == "cuda":
+            return "fla Triton (chunk_gated_delta_rule)"
+        return "torch on CPU (fla naive_recurrent_gated_delta_rule; assocmem.gpu.tasks.fla_cpu)"
+
+
+class Mamba2Mixer(_FLAMixer):
+    """fla's ``Mamba2`` (one group, gated RMSNorm after the gate, ``D`` skip per head, width-4 convolution).
+
+    Sizes: ``H = n_heads``, head dim ``P = expand · d_model / H``, ``N = d_state``
+    (default :func:`mamba2_sizes`).
+    """
+
+    name = "mamba2"
+
+    def __init__(self, d_model: int, *, n_heads: int = MQAR_HEADS, d_state: Optional[int] = None,
+                 expand: int = MAMBA2_EXPAND, budget: Optional[int] = STATE_BUDGET, conv_size: int = CONV_SIZE,
+                 chunk_size: int = MAMBA2_CHUNK):
+        super().__init__()
+        from fla.layers import Mamba2
+
+        d_model = V.count("d_model", d_model, 1)
+        H, e = V.count("n_heads", n_heads, 1), V.count("expand", expand, 1)
+        P, N = mamba2_sizes(d_model, STATE_BUDGET if budget is None else budget, n_heads=H, expand=e)
+        if d_state is not None:
+            N = V.count("d_state", d_state, 1)
+        if budget is not None and mamba2_state_size(H, P, N) > budget:
+            raise ValueError(f"state {mamba2_state_size(H, P, N)} is above the budget {budget}")
+        self.layer = Mamba2(num_heads=H, head_dim=P, hidden_size=d_model, state_size=N, expand=e, n_groups=1,
+                            conv_kernel=V.count("conv_size", conv_size, 1),
+                            chunk_size=V.count("chunk_size", chunk_size, 1))
+
+    def sizes(self) -> dict:
+        L = self.layer
+        return {"n_heads": L.num_heads, "head_dim": L.head_dim, "d_state": L.ssm_state_size, "expand": L.expand,
+                "n_groups": L.n_groups, "conv_size": L.conv_kernel_size, "chunk_size": L.chunk_size}
+
+    @property
+    def state_size(self) -> int:
+        L = self.layer
+        return mamba2_state_size(L.num_heads, L.head_dim, L.ssm_state_size)
+
+    @property
+    def conv_state_size(self) -> int:
+        return self.layer.conv_dim * self.layer.conv_kernel_size
+
+    def _core(self) -> str:
+        from fla.layers import mamba2
+
+        if next(self.parameters()).device.type == "cuda":
+            return ("mamba_ssm fused kernels" if mamba2.is_fast_path_available else
+                    "fla torch_forward (naive chunked SSD; mamba_ssm missing) with fla's Triton SiLU and norm")
+        return "torch on CPU (fla torch_forward; assocmem.gpu.tasks.fla_cpu)"
+
+
+_MIXER_CLASSES = {"bl": BLMixer, "gdn": GDNMixer, "gdn-conv": functools.partial(GDNMixer, conv=True),
+                  "mamba2": Mamba2Mixer}
+
+
 MixerFactory = Callable[[int], nn.Module]
 
 
 class MQARModel(nn.Module):
     """Token embedding, ``n_layers`` (mixer, MLP) pre-norm blocks, read-out over the value ids.
 
-    ``mixer``: ``"bl"`` (:class:`BLMixer`, ``mixer_kw`` passed on) or a factory
-    ``d_model -> nn.Module`` whose modules take ``(h, write_mask)``.
+    ``mixer``: a name of :data:`~.names.MQAR_MODELS` (``"bl"``: :class:`BLMixer`,
+    ``"gdn"``/``"gdn-conv"``: :class:`GDNMixer`, ``"mamba2"``: :class:`Mamba2Mixer`;
+    ``mixer_kw`` passed on) or a factory ``d_model -> nn.Module`` whose modules
+    take ``(h, write_mask)``.
     """
 
     def __init__(self, n_tokens: int, n_classes: int, *, d_model: int = 128, n_layers: int = 2,
@@ -168,14 +396,15 @@ class MQARModel(nn.Module):
         d_model = V.count("d_model", d_model, 1)
         n_layers = V.count("n_layers", n_layers, 1)
         if isinstance(mixer, str):
-            V.choice("mixer", mixer, ("bl",))
-            factory = lambda d: BLMixer(d, **mixer_kw)  # noqa: E731
+            V.choice("mixer", mixer, MQAR_MODELS)
+            cls = _MIXER_CLASSES[mixer]
+            factory = lambda d: cls(d, **mixer_kw)  # noqa: E731
         elif callable(mixer):
             if mixer_kw:
                 raise ValueError("mixer_kw only applies to the named mixers")
             factory = mixer
         else:
-            raise ValueError(f"mixer must be 'bl' or a callable (got {mixer!r})")
+            raise ValueError(f"mixer must be one of {', '.join(MQAR_MODELS)} or a callable (got {mixer!r})")
         self.embed = nn.Embedding(n_tokens, d_model)
         self.mixers = nn.ModuleList(factory(d_model) for _ in range(n_layers))
         self.norm1 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
@@ -183,9 +412,18 @@ class MQARModel(nn.Module):
         self.mlps = nn.ModuleList(MLP(d_model, mlp_ratio) for _ in range(n_layers))
         self.out_norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, n_classes)
+        self.mixer_name = mixer if isinstance(mixer, str) else "custom"
+        self.d_model, self.n_layers = d_model, n_layers
 
     def state_sizes(self) -> list[int]:
         return [int(getattr(mx, "state_size", -1)) for mx in self.mixers]
+
+    def config(self) -> dict:
+        """What a result records of the model: width, layers, the mixer's sizes and its state per layer."""
+        first = self.mixers[0]
+        mix = first.config() if hasattr(first, "config") else {"mixer": self.mixer_name}
+        return {"d_model": self.d_model, "n_layers": self.n_layers, "state_budget": STATE_BUDGET, **mix,
+                "state_sizes": self.state_sizes()}
 
     def forward(self, tokens: torch.Tensor, write_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         h = self.embed(tokens)

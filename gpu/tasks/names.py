@@ -16,9 +16,9 @@ MODELS_BY_TASK["swap_tracking"] = SWAP_MODELS + STRESS_MODELS + CURRICULUM_MODEL
 # AM Fig. 7: 1/2/4/8-layer Transformers against a 1-layer DeltaFormer per κ1 (κ2 = softmax)
 DAG_MODELS = SWAP_MODELS
 MODELS_BY_TASK["dag_reachability"] = DAG_MODELS
-# BL §4.2 (Fig. 4): the BL backbone; GDN, GDN with short convolution and Mamba2 come from
-# flash-linear-attention on the GPU machine and are not wired in yet
-MQAR_MODELS = ("bl",)
+# BL §4.2 (Fig. 4): the BL backbone and its baselines, flash-linear-attention's GatedDeltaNet without
+# and with short convolution and Mamba2 (mqar_models: 8,192 state per layer each)
+MQAR_MODELS = ("bl", "gdn", "gdn-conv", "mamba2")
 MODELS_BY_TASK["mqar"] = MQAR_MODELS
 
 

@@ -310,7 +310,7 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
         from .mqar_models import MQARModel
 
         cfg = Mq.train_configs(pr["variant"])[0][0]
-        return MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=pr["d_model"], n_layers=2, mixer="bl")
+        return MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=pr["d_model"], n_layers=2, mixer=model)
     if task == "dag_reachability":
         cfg = dag_config(pr)
         if model.startswith("deltaformer-"):
@@ -779,6 +779,9 @@ def preflight(task: str, model: str, *, seed: int = 0, steps: Optional[int] = No
         raise V.ParamError("model", f"model for {task} must be one of {', '.join(td.models)} (got {model!r})")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise V.ParamError("device", "device: cuda requested but torch sees no GPU (use --device cpu or auto)")
+    if task == "mqar" and model != "bl":
+        from .mqar_models import require_fla
+        require_fla(model)
     check_memory(task, model, batch_size, length, device)
     check_time(task, model, steps, batch_size, length, device)
     output_dir("--out", out)
@@ -983,6 +986,7 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
         "protocol": pr,
         "eval_mode": eval_mode,
         "n_params": sum(p.numel() for p in net.parameters() if p.requires_grad),
+        **({"model_config": net.config()} if task == "mqar" else {}),
         "curve": curve, "eval": ev, "provenance": provenance(extra),
     }
     path = out_dir / f"{name}.json"
