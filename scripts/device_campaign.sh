@@ -22,15 +22,18 @@
 #   --bench-sweep                       the sweep engine's overhead (benchmarks/bench_sweep_engine.py,
 #                                       12 runs at a time), and the removed pool's when a copy of it
 #                                       is carried as .resume/pool_85a96cb.py
+#   --pytest "ARGS"                     run pytest ARGS from the checkout on the GPU (e.g. the CUDA-only
+#                                       tests), its report in $OUT/bench/pytest.log
 #   --skip-campaign                     stop after those
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
-probe="" bench_sweep=0 skip_campaign=0 rest=()
+probe="" bench_sweep=0 skip_campaign=0 pytest_args="" rest=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --probe) probe="$2"; shift 2 ;;
     --bench-sweep) bench_sweep=1; shift ;;
     --skip-campaign) skip_campaign=1; shift ;;
+    --pytest) pytest_args="$2"; shift 2 ;;
     *) rest+=("$1"); shift ;;
   esac
 done
@@ -55,6 +58,11 @@ if ls .resume/ckpts.tgz.part-* >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
 mkdir -p "$OUT/bench"
+if [ -n "$pytest_args" ]; then
+  # from tests/ (paths relative to it), so that the installed package is imported, not the checkout's folders
+  (cd "$root/tests" && python3 -m pytest -p no:cacheprovider -c ../pyproject.toml --rootdir .. $pytest_args) 2>&1 \
+    | tail -40 | tee "$OUT/bench/pytest.log"
+fi
 if [ -n "$probe" ]; then
   (cd /tmp && python3 "$root/scripts/probe_steps.py" --device cuda --out "$OUT/bench/probe_steps.json" $probe) \
     2>&1 | tee "$OUT/bench/probe_steps.log"

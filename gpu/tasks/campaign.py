@@ -152,6 +152,17 @@ def device4b():
     return jobs
 
 
+def device4c():
+    """The third call: AM Fig. 7 under the settled protocol (two-token edges; the DeltaFormers on unit
+    keys, as raw keys diverged), root first and root last, the runs that finish first first."""
+    dfs = [f"deltaformer-{k}" for k in ("linear", "round2", "relu", "exp", "softmax")]
+    jobs = grid("dag_reachability", dfs, [0])
+    jobs += grid("dag_reachability", dfs + ["transformer-1", "transformer-2"], [0], {"root_position": "last"})
+    jobs += grid("dag_reachability", ["transformer-4", "transformer-8"], [0])
+    jobs += grid("dag_reachability", ["transformer-4", "transformer-8"], [0], {"root_position": "last"})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -171,7 +182,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c}
 
 
 def cost(job) -> float:

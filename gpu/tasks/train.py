@@ -203,9 +203,14 @@ PROTOCOL = {
                    "tree family: random recursive, deep/narrow (parent among the last 2), or one of the two "
                    "per sequence"),
         "edge_order": ("topological", _choice("topological", "shuffled"), "order of the edge tokens"),
-        "edge_tokens": ("single", _choice("single", "pair"),
-                        "one token per edge, EDGE(u, v) of n^2 ids, or two node tokens NODE(u) NODE(v) sharing "
-                        "the n node embeddings (the notes do not give the tokenisation)"),
+        "edge_tokens": ("pair", _choice("single", "pair"),
+                        "two node tokens NODE(u) NODE(v) sharing the n node embeddings, or one token per edge, "
+                        "EDGE(u, v) of n^2 ids (the notes do not give the tokenisation; with one-token edges no "
+                        "model learned in 5,000 steps: docs/tasks_mqar_dag.md)"),
+        "deltaformer_keys": ("unit", _choice("unit", "raw"),
+                             "the DeltaFormers' kappa1 keys: unit keys with beta in (0, 2), as the swap "
+                             "curriculum's (ours), or raw keys with beta in (0, 1) (with two-token edges, 64 "
+                             "tokens, raw keys diverged to NaN within 75-1,250 steps)"),
         "lr": (3e-4, _pos_float, "AdamW learning rate (the BL tasks' 3e-4; the notes do not give AM's)"),
     },
 }
@@ -233,6 +238,9 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
         bad = "supervision" if out["supervision"] != "every" else "pos"
         raise ValueError(f"protocol {bad}: applies to the plain swap models (transformer-*, deltaformer-*), "
                          f"not {model!r}")
+    if task == "dag_reachability" and out["deltaformer_keys"] != "unit" and model is not None \
+            and not model.startswith("deltaformer-"):
+        raise ValueError(f"protocol deltaformer_keys: applies to the DeltaFormers, not {model!r}")
     if task == "dag_reachability" and not out["queries_write"]:
         raise ValueError("protocol queries_write: the reachability models are attention models with no "
                          "separate write; it is fixed at true")
@@ -268,7 +276,7 @@ def lr_factor(step: int, steps: int, warmup: int) -> float:
 def dag_config(protocol: dict) -> "Dg.DAGConfig":
     """The reachability generator's configuration for a resolved protocol (multilabel read-out)."""
     return Dg.DAGConfig(root_position=protocol["root_position"], family=protocol["family"],
-                        edge_order=protocol["edge_order"], edge_tokens=protocol.get("edge_tokens", "single"))
+                        edge_order=protocol["edge_order"], edge_tokens=protocol["edge_tokens"])
 
 
 def result_tag(task: str, result: dict) -> Optional[str]:
@@ -314,8 +322,10 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
     if task == "dag_reachability":
         cfg = dag_config(pr)
         if model.startswith("deltaformer-"):
+            unit = pr.get("deltaformer_keys", "raw") == "unit"
             return Mo.SequenceModel(Dg.dag_vocab(cfg).size, cfg.n_nodes, n_layers=1, d_model=pr["d_model"],
-                                    kappa1=model.split("-", 1)[1])
+                                    kappa1=model.split("-", 1)[1], key_norm=unit,
+                                    beta_max=CURRICULUM_BETA_MAX if unit else 1.0)
         return Mo.SequenceModel(Dg.dag_vocab(cfg).size, cfg.n_nodes, n_layers=int(model.split("-")[1]),
                                 d_model=pr["d_model"])
     if model.startswith("stress-"):
