@@ -229,8 +229,9 @@ CAUSES = {
                                             "a few hundredths of a nat but BL is still not the lowest"),
         ("queries_write-true", False, "query tokens writing: not lowest"),
         ("n_layers-1", True, "our second layer (as for collision recall): with one mixer layer BL has the lowest "
-                             "cross-entropy at every n/D >= 6 (seed 0: 1.19 / 1.83 / 2.69 / 3.22 nats at n/D = "
-                             "6 / 8 / 12 / 16, Delta 1.44 / 2.04 / 2.85 / 3.37, reset 1.47 / 2.07 / 2.85 / 3.37)"),
+                             "cross-entropy at every n/D >= 6 on each of 3 seeds (means 1.22 / 1.86 / 2.73 / 3.30 "
+                             "nats at n/D = 6 / 8 / 12 / 16, Delta 1.46 / 2.07 / 2.86 / 3.43, reset 1.45 / 2.04 / "
+                             "2.84 / 3.40)"),
         ("gates-head", False, "per-head constant gates: BL's cross-entropy rises far above the others' "
                               "(4.86 nats at n/D = 16)"),
     ],
