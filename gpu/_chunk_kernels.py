@@ -60,10 +60,10 @@ import triton
 import triton.language as tl
 
 
-# shared helpers, loaded in this file's mode (see _chunk_common.py)
+# shared helpers, loaded in this file's mode (see _kernel_common.py)
 from ._dispatch import kernels as _load_kernels
 
-_common = _load_kernels(os.environ.get("TRITON_INTERPRET", "0") == "1", "_chunk_common.py")
+_common = _load_kernels(os.environ.get("TRITON_INTERPRET", "0") == "1", "_kernel_common.py")
 _sum, _mul, _max, _decay_noise = _common._sum, _common._mul, _common._max, _common._decay_noise
 _head_group, _value_block, _tiles = _common._head_group, _common._value_block, _common._tiles
 _rows, _last_row = _common._rows, _common._last_row
@@ -181,22 +181,11 @@ def chunk_mean_fwd_kernel(q_ptr, k_ptr, v_ptr, a_ptr, beta_ptr, w_ptr, aq_ptr, u
 
 
 @triton.jit
-def _ldl_row(Sy, Li, bet, t, ri, ci):
-    """Row ``t`` of ``L⁻¹`` and ``β_t`` of ``Σ_y = L diag(1/β) Lᵀ`` from the rows ``< t``
-    (innovations recursion: ``r = L⁻¹_{<t} Σ_y[t, <t]``, ``d_t = Σ_y[t, t] − Σ_j β_j r_j²``,
-    ``L⁻¹[t, ·] = e_t − Σ_j β_j r_j L⁻¹[j, ·]``)."""
-    sc = tl.reduce(tl.where(ri == t, Sy, 0.), 0, _sum, keep_dims=True)         # Σ_y[t, ·], [1, C]
-    stt = tl.reduce(tl.where(ci == t, sc, 0.), 1, _sum, keep_dims=True)        # [1, 1]
-    rj = tl.reduce(Li * sc, 1, _sum, keep_dims=True)                           # [C(j), 1]
-    lam = rj * bet
-    d = stt - tl.reduce(rj * lam, 0, _sum, keep_dims=True)
-    new = tl.where(ci == t, 1., 0.) - tl.reduce(lam * Li, 0, _sum, keep_dims=True)
-    return tl.where(ri == t, new, Li), tl.where(ri == t, 1.0 / d, bet)
-
-
-@triton.jit
 def _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci):
-    """:func:`_ldl_row` on the transposed factor ``LiT[i, j] = L⁻¹[j, i]`` with ``β`` as a row.
+    """Row ``t`` of ``L⁻¹`` and ``β_t`` of ``Σ_y = L diag(1/β) Lᵀ`` from the rows ``< t`` (the
+    innovations recursion ``r = L⁻¹_{<t} Σ_y[t, <t]``, ``d_t = Σ_y[t, t] − Σ_j β_j r_j²``,
+    ``L⁻¹[t, ·] = e_t − Σ_j β_j r_j L⁻¹[j, ·]``), on the transposed factor
+    ``LiT[i, j] = L⁻¹[j, i]`` with ``β`` as a row.
 
     ``Σ_y`` symmetric, ``dg`` its diagonal as a row.  Per row: column ``t`` of
     ``Σ_y`` (= row ``t``) and the new column of ``LiT`` are reductions along axis 1,
@@ -237,8 +226,7 @@ def _mm_chunk_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, tok, n, T, ri, rc, mc,
 def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
                             u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT, N0, N1,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
-                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
-                            UNROLL: tl.constexpr = False, LDL: tl.constexpr = True):
+                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
     """The covariance pass with every ``C×D`` product hoisted out of the row loop.
 
     Decay ratios as quotients of cumulative decays *relative to the chunk*:
@@ -255,13 +243,6 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
     (:func:`.chunk._decays_safe`) checks the cumulative decays and otherwise
     runs :func:`chunk_cov_fwd_kernel` (products only).  Same inputs and outputs
     as that kernel.
-
-    ``LDL=False`` is a *timing diagnostic only* (wrong results): it replaces the row loop by
-    ``L⁻¹ = I``, so that ``bench_chunk.py --anatomy`` can split the pass's time between the row
-    loop and the chunk-level products (H200: 37 % / 63 % at S1, ``benchmarks/h200_chunk_anatomy.json``).
-    Two other variants measured there were slower or no faster and were removed (commit d638421
-    has them): loading chunk ``n + 1``'s inputs before chunk ``n``'s arithmetic (S1 1.87 against
-    1.71 ms) and a ``P − (Z⊙√β)ᵀ(Z⊙√β)`` update, symmetric without the per-chunk transpose (1.74).
     """
     pid = tl.program_id(0).to(tl.int64)
     i_g, i_bh, tok = _head_group(pid, T, H, G)
@@ -290,18 +271,10 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
         # transposed factor so that one reduction per row crosses warps (see _ldl_row_t)
         Sy = tl.where(ri >= ci, Sy, tl.trans(Sy))                                          # symmetric
         dg = tl.reduce(tl.where(eye_c, Sy, 0.), 0, _sum, keep_dims=True)                  # Σ_y[t, t], [1, C]
-        if LDL:
-            LiT = tl.full((C, C), 0., tl.float32)              # LiT[i, j] = L⁻¹[j, i]
-            betr = tl.full((1, C), 0., tl.float32)             # β_j along the columns
-            if UNROLL:
-                for t in tl.static_range(C):
-                    LiT, betr = _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci)
-            else:
-                for t in range(C):
-                    LiT, betr = _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci)
-        else:                                                  # diagnostic: no factorisation
-            LiT = tl.where(eye_c, 1., 0.)
-            betr = 1.0 / dg
+        LiT = tl.full((C, C), 0., tl.float32)                  # LiT[i, j] = L⁻¹[j, i]
+        betr = tl.full((1, C), 0., tl.float32)                 # β_j along the columns
+        for t in range(C):
+            LiT, betr = _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci)
         Li = tl.trans(LiT)
         bet = tl.trans(betr)
         Z = tl.dot(Li, Og, input_precision=PREC)                                          # [C, BD]

@@ -64,7 +64,7 @@ def _relerr(torch, ref, out):
 
 def check_shape(torch, shape, device, seed=0, grad_T=256):
     """Kernel vs float64 naive_bl on fresh inputs; every kernel buffer NaN-poisoned first."""
-    from assocmem.gpu import fused_recurrent as fr
+    from assocmem.gpu import _launch as fr
     from assocmem.gpu import fused_recurrent_bl, naive_bl
 
     B, T, H, D, m = shape
@@ -115,8 +115,11 @@ def _pass_launchers(torch, shape, device, cfg):
     """Closures launching the covariance pass and the mean pass alone (forward)."""
     from assocmem.gpu._dispatch import kernels
 
+    from assocmem.gpu._launch import _pow2
+
     K = kernels(device.type != "cuda")
     B, T, H, D, m = shape
+    BD = _pow2(D)
     x = _inputs(torch, shape, device, 1)
     f32 = dict(dtype=torch.float32, device=device)
     P0 = torch.eye(D, **f32).expand(B, H, 1, D, D).contiguous()
@@ -126,17 +129,17 @@ def _pass_launchers(torch, shape, device, cfg):
     PT = torch.empty(B, H, 1, D, D, **f32)
     o = torch.empty(B, T, H, m, **f32)
     MT = torch.empty(B, H, m, D, **f32)
-    NV = -(-m // cfg["BV"])
+    NV = -(-m // cfg.BV)
     r2 = x["r2"][..., None].contiguous()
 
     def cov():
         K.cov_fwd_kernel[(B * H,)](x["k"], x["alpha"], x["l2"], r2, P0, u, beta, PT, T,
-                                   H=H, G=1, D=D, BD=cfg["BD"], HAS_ALPHA=True, num_warps=cfg["cov_warps"])
+                                   H=H, G=1, D=D, BD=BD, HAS_ALPHA=True, num_warps=cfg.cov_warps)
 
     def mean():
         K.mean_fwd_kernel[(B * H * NV,)](x["q"], x["k"], x["v"], x["alpha"], u, beta, M0t, o, o, MT, T,
-                                         H=H, G=1, D=D, M=m, MG=m, BD=cfg["BD"], BV=cfg["BV"], NV=NV,
-                                         HAS_ALPHA=True, STORE_E=False, num_warps=cfg["mean_warps"])
+                                         H=H, G=1, D=D, M=m, MG=m, BD=BD, BV=cfg.BV, NV=NV,
+                                         HAS_ALPHA=True, STORE_E=False, num_warps=cfg.mean_warps)
     cov()
     return cov, mean
 
@@ -307,87 +310,6 @@ def drift(torch, device, T=100_000, D=64, m=16, seg=10_000, seed=5):
             "worst_min_eig_over_trace": min(min(r["min_eig_over_trace"]) for r in rows),
             "psd_criterion_min_eig_ge_-1e-5_trace": all(min(r["min_eig_over_trace"]) >= -1e-5 for r in rows),
             "seconds": time.perf_counter() - t0}
-
-
-def cov_form_study(torch, device, T=100_000, D=32, m=4, seg=10_000, seed=6):
-    """The three covariance update forms of :func:`naive_bl` in fp32 against float64.
-
-    Same heads as :func:`drift`.  ``plain`` is what the kernel computes; the
-    others cost more (a transpose, or two ``D×D`` matrix products per token).
-    """
-    from assocmem.gpu import naive_bl
-    import torch.nn.functional as F
-
-    H = 4
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    q = F.normalize(torch.randn(1, T, H, D, generator=g), dim=-1)
-    k = F.normalize(torch.randn(1, T, H, D, generator=g), dim=-1)
-    v = torch.randn(1, T, H, m, generator=g)
-    l2 = torch.tensor([1e-3, 1e-2, 0.0, 1e-4]).expand(1, T, H).contiguous()
-    r2 = torch.tensor([0.1, 0.1, 0.1, 1.0]).expand(1, T, H).contiguous()
-    x = {n: t.to(device) for n, t in dict(q=q, k=k, v=v, l2=l2, r2=r2).items()}
-    out = {}
-    ref_states, ref_o = [], []
-    st = None
-    for s0 in range(0, T, seg):
-        sl = {n: t[:, s0:s0 + seg].double() for n, t in x.items()}
-        o, st = naive_bl(**sl, initial_state=st, output_final_state=True, validate=False)
-        ref_o.append(o)
-        ref_states.append(st[1])
-    for form in ("plain", "symmetrised", "joseph"):
-        t0 = time.perf_counter()
-        st = None
-        num = den = 0.0
-        worst, asym, perr = 1.0, 0.0, 0.0
-        for i, s0 in enumerate(range(0, T, seg)):
-            sl = {n: t[:, s0:s0 + seg].float() for n, t in x.items()}
-            o, st = naive_bl(**sl, initial_state=st, output_final_state=True, validate=False, cov_form=form)
-            num += float(((o.double() - ref_o[i]) ** 2).sum())
-            den += float((ref_o[i] ** 2).sum())
-            P = st[1][0].double()
-            lam = torch.linalg.eigvalsh(0.5 * (P + P.transpose(-1, -2)))
-            tr = torch.diagonal(P, dim1=-2, dim2=-1).sum(-1)
-            worst = min(worst, float((lam.min(-1).values / tr).min()))
-            asym = max(asym, float((P - P.transpose(-1, -2)).abs().max()))
-            perr = max(perr, _relerr(torch, ref_states[i][0], P))
-        out[form] = {"o_relerr": math.sqrt(num / den), "worst_min_eig_over_trace": worst,
-                     "max_asymmetry": asym, "max_P_relerr_at_checkpoints": perr,
-                     "seconds": time.perf_counter() - t0}
-    return {"T": T, "D": D, "m": m, "device": str(device), "forms": out}
-
-
-def chunk_study(torch, device, T=1024, seed=7):
-    """Precision of the chunked form's factorisation: fp32 vs tf32 matmuls vs float64.
-
-    ``chunk_bl`` (torch) in fp32 with TF32 matmuls off and on, against float64
-    ``naive_bl``; plus the fp32 recurrence for scale, and the torch chunked form's
-    forward time at S1-like width (it is launch-bound: a sequential loop of small ops).
-    """
-    from assocmem.gpu import naive_bl
-    # the torch form explicitly: on CUDA ``chunk_bl`` now runs the chunked Triton kernels
-    from assocmem.gpu.chunk import chunk_bl_torch as chunk_bl
-
-    out = {}
-    for D, m in ((64, 64), (128, 128)):
-        for name, (alo, ahi) in {"weak": (0.95, 1.0), "strong": (0.3, 0.7)}.items():
-            x = _inputs(torch, (2, T, 2, D, m), device, seed)
-            x["alpha"] = (torch.rand(x["alpha"].shape, generator=torch.Generator().manual_seed(seed))
-                          * (ahi - alo) + alo).to(device)
-            ref, _ = naive_bl(**{n: t.double() for n, t in x.items()}, validate=False)
-            row = {"recurrence_fp32": _relerr(torch, ref, naive_bl(**x, validate=False)[0])}
-            for tf32 in (False, True):
-                old = torch.backends.cuda.matmul.allow_tf32
-                torch.backends.cuda.matmul.allow_tf32 = tf32
-                try:
-                    for C in (16, 64):
-                        o, _ = chunk_bl(**x, chunk_size=C, validate=False)
-                        row[f"chunk{C}_{'tf32' if tf32 else 'fp32'}"] = _relerr(torch, ref, o)
-                finally:
-                    torch.backends.cuda.matmul.allow_tf32 = old
-            out[f"D{D}_{name}"] = row
-    x = _inputs(torch, SHAPES["S1"], device, seed)
-    out["chunk_torch_fwd_ms_S1"] = _bench(lambda: chunk_bl(**x, chunk_size=64, validate=False), device)
-    return out
 
 
 def run(shapes=("S1", "S2", "S3", "S4"), out=None, do_sweep=True, do_drift=True, with_fla=True):
