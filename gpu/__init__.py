@@ -3,7 +3,8 @@
 One form per module, as flash-linear-attention lays out an op: :mod:`.naive` (the torch
 references ``naive_bl`` and ``chunk_bl_torch``), :mod:`.fused_recurrent` (token by token) and
 :mod:`.chunk` (chunk by chunk), each with its Triton kernels in a ``_*_kernels.py`` file;
-:mod:`._launch` holds what the two kernel ops share, :mod:`.bench` times them against fla.
+:mod:`.config` holds their launch configurations, :mod:`._launch` what else the two kernel ops
+share, :mod:`.bench` times them against fla.
 
 ``from assocmem.gpu import fused_recurrent_bl, naive_bl, BayesianLayer`` (needs torch;
 the Triton kernels need triton, compiled on CUDA or interpreted on CPU with
@@ -15,8 +16,8 @@ __all__ = ["fused_recurrent_bl", "fused_recurrent_bl_trace", "FusedConfig", "nai
            "chunk_bl", "chunk_bl_trace", "ChunkConfig", "BayesianLayer"]
 
 _WHERE = {"fused_recurrent_bl": ".fused_recurrent", "fused_recurrent_bl_trace": ".fused_recurrent",
-          "FusedConfig": ".fused_recurrent", "naive_bl": ".naive", "chunk_bl_torch": ".naive",
-          "chunk_bl": ".chunk", "chunk_bl_trace": ".chunk", "ChunkConfig": ".chunk", "BayesianLayer": ".layer"}
+          "FusedConfig": ".config", "naive_bl": ".naive", "chunk_bl_torch": ".naive",
+          "chunk_bl": ".chunk", "chunk_bl_trace": ".chunk", "ChunkConfig": ".config", "BayesianLayer": ".layer"}
 
 
 def __getattr__(name):

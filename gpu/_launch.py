@@ -4,8 +4,7 @@
 :func:`.fused_recurrent.fused_recurrent_bl` and :func:`.chunk.chunk_bl` both start with
 :func:`enter` (the boundary checks of :mod:`._inputs` plus the kernels' own limits) and hand
 their kernels the same inputs (:func:`decays`, :func:`initial_states`); their launch
-configurations are frozen dataclasses whose fields are checked with :func:`check_choice`,
-:func:`check_pow2` and :func:`check_warps`.
+configurations are in :mod:`.config`.
 """
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ from ._inputs import Inputs, check_inputs
 POISON = False
 # the covariance passes hold the D×D fp32 covariance in one program's registers
 MAX_D = 128
-WARPS = (1, 2, 4, 8, 16)
 
 
 def _empty(shape, dtype, device):
@@ -81,24 +79,3 @@ def initial_states(x: Inputs) -> tuple[torch.Tensor, torch.Tensor]:
 def final_state(x: Inputs, MT, PT):
     """``(M_T [B, H, D, m], P_T)``, ``P_T`` without its group axis when ``r2`` had none."""
     return MT, PT if x.grouped else PT[:, :, 0]
-
-
-# -- checks of launch-configuration fields (a bad field is a ValueError naming it) --------------
-def check_choice(name: str, value, choices) -> None:
-    if value not in choices:
-        raise ValueError(f"config.{name} must be one of {', '.join(map(repr, choices))} (got {value!r})")
-
-
-def check_pow2(name: str, value, lo: int = 1, hi: int = 1024) -> None:
-    """``None`` (chosen by shape) or a power of two in ``[lo, hi]``."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo or value > hi or value & (value - 1):
-        raise ValueError(f"config.{name} must be a power of two in [{lo}, {hi}] or None (got {value!r})")
-
-
-def check_warps(name: str, value) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or value not in WARPS:
-        raise ValueError(f"config.{name} must be one of {', '.join(map(str, WARPS))} warps or None (got {value!r})")

@@ -38,72 +38,22 @@ Only the ``D×D`` chunk-end covariance (and ``M``) is sequential across chunks.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
 from ._dispatch import kernels
-from ._launch import _empty, _pow2, check_choice, check_pow2, check_warps, decays, enter, final_state, initial_states
-from .fused_recurrent import FusedConfig, bl_backward, resolve_config
+from ._launch import _empty, _pow2, decays, enter, final_state, initial_states
+from .config import BACKWARDS, ChunkConfig, FusedConfig
+from .fused_recurrent import bl_backward, resolve_config
 from .naive import CHUNK_SIZES, chunk_bl_torch  # noqa: F401  (chunk_bl_torch: also importable from here)
 
-COV_KERNELS = ("auto", "matmul", "rows")
-PRECISIONS = ("ieee", "tf32x3")
-BACKWARDS = ("auto", "recurrent", "chunked")
 # |log γ| bound inside a chunk for the quotient form of the covariance pass: e^60 ≈ 1e26 keeps
 # γ_τ/γ_i, c_i/γ_i and their products with keys inside fp32's range (≈ 1e±38) with room to spare
 LOG_GAMMA_BOUND = 60.0          # < 69 = |log 1e-30|, the floor at which the guard kernel counts α = 0
 # the chunked backward's quotient form divides by γ² and forms c/γ² (≤ e^80 ≈ 6e34 < fp32's 3e38):
 # a tighter condition than the forward's
 LOG_GAMMA_BOUND_BWD = 40.0
-
-
-@dataclass(frozen=True)
-class ChunkConfig:
-    """Launch parameters of :func:`chunk_bl` (``None``: chosen by shape, :func:`default_chunk_config`).
-
-    Forward: ``cov_kernel`` ``"auto"`` (the quotient kernel where :func:`_decays_safe` allows
-    it, ``D ≤ 64`` and ``chunk_size ≤ 32``, else the row kernel), ``"matmul"`` (the quotient
-    kernel) or ``"rows"`` (products only); ``cov_warps`` (None: by kernel and chunk size,
-    :func:`_cov_kernel`); ``BV`` value columns per mean-pass program and ``mean_warps``;
-    ``mean_precision`` of the value-side products, ``"ieee"`` (full fp32) or ``"tf32x3"``
-    (three TF32 tensor-core products with the rounding residues: fp32's accuracy without fp32
-    ``D = 128`` tiles' register spills).  The covariance side is always full fp32 (TF32 there
-    loses three digits in the factorisation's pivots).  ``segments``: ``"auto"`` or a number of
-    chunk ranges launched one after the other so that the mean pass of one overlaps the
-    covariance pass of the next (:func:`_segments`).
-
-    Backward: ``bwd_BV``, ``bwd_warps``, ``bwd_precision`` of the chunked backward kernels;
-    ``bwd_reduce`` of the token-by-token backward when that one runs (see
-    :class:`.fused_recurrent.FusedConfig`).
-    """
-
-    cov_kernel: str = "auto"
-    cov_warps: int | None = None
-    BV: int | None = None
-    mean_warps: int | None = None
-    mean_precision: str | None = None
-    segments: int | str = "auto"
-    bwd_BV: int | None = None
-    bwd_warps: int | None = None
-    bwd_precision: str | None = None
-    bwd_reduce: str = "atomic"
-
-    def __post_init__(self):
-        check_choice("cov_kernel", self.cov_kernel, COV_KERNELS)
-        check_warps("cov_warps", self.cov_warps)
-        check_pow2("BV", self.BV, 16)               # tl.dot needs tiles of at least 16
-        check_warps("mean_warps", self.mean_warps)
-        if self.mean_precision is not None:
-            check_choice("mean_precision", self.mean_precision, PRECISIONS)
-        S = self.segments
-        if S != "auto" and (isinstance(S, bool) or not isinstance(S, int) or S < 1):
-            raise ValueError(f"config.segments must be 'auto' or an integer >= 1 (got {S!r})")
-        check_pow2("bwd_BV", self.bwd_BV, 16)
-        check_warps("bwd_warps", self.bwd_warps)
-        if self.bwd_precision is not None:
-            check_choice("bwd_precision", self.bwd_precision, PRECISIONS)
-        FusedConfig(bwd_reduce=self.bwd_reduce)      # the same check as the token-by-token op's
 
 
 def _block_d(D: int) -> int:

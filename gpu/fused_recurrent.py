@@ -30,41 +30,14 @@ need ``α ≠ 0`` (pass ``g=`` to train strong forgetting).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
 from ._dispatch import kernels
-from ._launch import _empty, _pow2, check_choice, check_pow2, check_warps, decays, enter, final_state, initial_states
+from ._launch import _empty, _pow2, decays, enter, final_state, initial_states
+from .config import FusedConfig
 from .naive import naive_bl
-
-BWD_REDUCES = ("atomic", "partials")
-
-
-@dataclass(frozen=True)
-class FusedConfig:
-    """Launch parameters of :func:`fused_recurrent_bl` (``None``: chosen by shape, :func:`default_config`).
-
-    ``BV``: value columns per mean-pass program (a power of two; with noise groups it must
-    divide ``m/G``, so that a program serves one group); ``cov_warps`` / ``mean_warps``: warps
-    of the covariance and mean passes; ``bwd_reduce``: how the mean-pass value blocks combine
-    their parts of ``dw, dq, dk`` in the backward, ``"atomic"`` (one buffer, atomic adds; the
-    summation order varies, so gradients are reproducible to fp32 rounding only) or
-    ``"partials"`` (one buffer per block, summed afterwards: deterministic, ``m/BV`` times the
-    memory).
-    """
-
-    BV: int | None = None
-    cov_warps: int | None = None
-    mean_warps: int | None = None
-    bwd_reduce: str = "atomic"
-
-    def __post_init__(self):
-        check_pow2("BV", self.BV)
-        check_warps("cov_warps", self.cov_warps)
-        check_warps("mean_warps", self.mean_warps)
-        check_choice("bwd_reduce", self.bwd_reduce, BWD_REDUCES)
-
 
 def default_config(D: int, m: int, G: int, BH: int = 0) -> FusedConfig:
     """The launch parameters by shape (``BH``: batch × heads; 0 for the interpreter, which runs
