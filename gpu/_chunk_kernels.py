@@ -1,7 +1,7 @@
-r"""Triton kernels of the chunked BL forward (issue 6).
+r"""Triton kernels of the chunked BL forward.
 
 Only ``@triton.jit`` functions; :mod:`.chunk` loads this file compiled or
-interpreted (the same scheme as :mod:`._dispatch` for ``_kernels.py``).  Kernels
+interpreted (through :func:`._dispatch.kernels`, as every kernel file).  Kernels
 must compile with triton 3.6 and interpret with triton 3.9.
 
 Two passes, as the token-by-token op, but chunk by chunk (chunk of ``C`` tokens,
@@ -26,8 +26,7 @@ notation of :mod:`.chunk`; ``R[τ, i] = α_{i+1} ⊙ … ⊙ α_τ`` relative to
   end: ``P_C = (γ_C γ_Cᵀ) ⊙ P_0 + diag(c_C) − Ũᵀ diag(β) Ũ`` with
   ``Ũ = R[C-1, ·] ⊙ U`` (one ``D×C×D`` matmul), symmetrised.  All products in
   full fp32 (``PREC="ieee"``, the default): TF32 loses three digits in
-  ``Σ_y``'s pivots (``benchmarks/h200_chunk_precision.json``; the kernel's own
-  TF32 variant is measured in ``benchmarks/h200_chunk.json``).
+  ``Σ_y``'s pivots ``r² + kᵀP̄k``.
   Per chunk it writes, for the mean pass, ``W = diag(β) L⁻¹`` and
   ``Aq[τ, i] = q_τ · (R[τ, i] ⊙ u_i)`` (``C×C``) and ``Ũ`` (``C×D``), and per
   token ``u_t, β_t`` (the fused backward's inputs).
@@ -36,13 +35,13 @@ notation of :mod:`.chunk`; ``R[τ, i] = α_{i+1} ⊙ … ⊙ α_τ`` relative to
   ``βE = W (V − (γ⊙K) M_0)``, ``O = (γ⊙Q) M_0 + Aq βE``,
   ``M_C = γ_C ⊙ M_0 + Ũᵀ βE`` (BL App. D's triangular mean form; ``E`` are the
   innovations ``e_t = v_t − (A_t M_{t-1})ᵀ k_t``, written for the backward).
-  ``PREC`` selects the precision of these value-side products ("ieee" by
-  default; "tf32" is measured in the benchmark, not used by default).
+  ``PREC`` selects the precision of these value-side products ("ieee", or
+  "tf32x3" at ``D = 128``: see :class:`.config.ChunkConfig`).
 
 A second covariance-pass kernel, :func:`chunk_cov_fwd_mm_kernel` (the *quotient*
 form: ratios ``γ_τ/γ_i``, five matmuls a chunk, only ``C×C`` work left in the row
 loop), has the same inputs and outputs; ``chunk._cov_kernel`` picks it where
-:func:`_abs_log_decay_sum` finds the decays safe and it was faster on the H200.
+:func:`_abs_log_decay_sum` finds the decays safe and it is the faster kernel.
 
 Chunk range: each kernel walks chunks ``N0 … N1−1`` of the sequence (global chunk indices,
 so tokens and per-chunk outputs are where a one-launch pass would put them), starting from the

@@ -68,7 +68,7 @@ def default_chunk_config(D: int, m: int, G: int, BH: int = 0) -> ChunkConfig:
     group) programs, 16 when there are fewer (more programs to hide the chain's latency);
     ``tf32x3`` value-side products at ``D > 64``, where fp32 ``BV = 64`` tiles spill registers.
     Chunked backward: 4 warps and ``BV = 32`` at ``D ≤ 64`` (8 warps and ``tf32x3`` above).
-    These are the best settings of the H200 sweeps (docs/gpu.md, "Performance").
+    These are the best settings of the H200 launch sweeps.
     """
     BD = _block_d(D)
     mg = m // G

@@ -50,7 +50,7 @@ def default_config(D: int, m: int, G: int, BH: int = 0) -> FusedConfig:
     * covariance pass: the whole ``D×D`` matrix in one program; 8 warps for ``32 < D ≤ 128``,
       one for ``D ≤ 32``.
 
-    These are the best settings of the H200 launch sweep (docs/gpu.md, "Performance").
+    These are the best settings of the H200 launch sweep.
     """
     BD = _pow2(D)
     mg = m // G

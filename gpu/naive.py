@@ -23,8 +23,8 @@ Both are test references on CPU (any dtype, float64 included, so
 ``torch.autograd.gradcheck`` runs on them) and the fallbacks when no GPU (and no
 Triton interpreter) is present.  Arithmetic runs in ``promote(dtype, float32)``.
 
-The covariance update is the plain ``P = P̄ − β u uᵀ``, as in the kernels; a symmetrised and
-a Joseph form were measured against it in fp32 and dropped (docs/gpu.md, "What was tried").
+The covariance update is the plain ``P = P̄ − β u uᵀ``, as in the kernels (bitwise symmetric in
+fp32; a symmetrised or Joseph form is no more accurate with the exact gain).
 """
 from __future__ import annotations
 
