@@ -341,7 +341,8 @@ def add_arguments(p):
     from .config import BACKWARDS, ChunkConfig, FusedConfig
 
     p.add_argument("--shapes", type=Items(SHAPES, what="shape"), default=DEFAULT_SHAPES,
-                   help=f"comma list of {','.join(SHAPES)} (B, T, H, D, m: {SHAPES}; default S1,S2,S3,S4)")
+                   help="comma list of shapes (B, T, H, D, m): " + ", ".join(f"{n} {s}" for n, s in SHAPES.items())
+                   + " (default S1,S2,S3,S4)")
     p.add_argument("--ops", type=Items(("fused", "chunk", "fla"), what="op"), default=("fused", "chunk", "fla"),
                    help="comma list of fused (fused_recurrent_bl), chunk (chunk_bl), fla (fla's delta-rule ops)")
     p.add_argument("--modes", type=Items(MODES, what="mode"), default=MODES, help="comma list of fwd, fwdbwd")
