@@ -3,7 +3,7 @@ r"""Float64 check that the BL backward is *linear* and chunkable — the plan fo
 The forward covariance recursion is a Riccati recursion (nonlinear in ``P``): its
 chunks wait for each other.  Its adjoint is not.  With ``F_t = (I − β_t u_t k_tᵀ) A_t``
 (``A_t = diag(α_t)``) the reverse step of the token-by-token backward
-(``docs/gpu.md``, "Backward"),
+(``docs/gpu.md``, "2.1 Token by token", backward),
 
     ``c = H_t u_t``, ``dβ = u·dw − uᵀc``, ``ds = −β² dβ``, ``du = −2βc + ds k + β dw``,
     ``H_{t−1} = A_t sym(H_t + du kᵀ) A_t``,

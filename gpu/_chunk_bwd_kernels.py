@@ -1,44 +1,45 @@
-r"""Triton kernels of the chunked BL backward (issue 6), the quotient form of
-:func:`.chunk_backward.chunk_bl_backward_quotient_torch` (derivation: docs/gpu.md,
-"Chunked backward").
+r"""Triton kernels of the chunked BL backward: the chunk formulas of the forward differentiated
+by hand, in the quotient form (``R[τ, i] = γ_τ/γ_i``, so every contraction is a matmul).
 
 Only ``@triton.jit`` functions; :mod:`.chunk` loads this file compiled or interpreted
 through :func:`._dispatch.kernels`.  Kernels must compile with triton 3.6 and interpret
 with triton 3.9.  Chunk of ``C`` tokens, ``γ`` the cumulative decay relative to the chunk
 start, ``Z = U/γ``, ``Ω̃ = (γ⊙K) P + (c/γ) ⊙ K``, ``N = L⁻¹ = diag(1/β) W`` (``W`` from the
-forward).  The *sequential* form (below; the *parallel* form, at the end of the file, splits the
-two adjoint passes into chains of the adjoints alone and one program per chunk):
+forward).  The reverse chains over chunks carry only the adjoints (the mean adjoint ``G``,
+``D×m``, and the covariance adjoint ``H``, ``D×D``); everything else runs with one program per
+chunk (the pass list is in :func:`.chunk._chunk_backward`):
 
 * :func:`chunk_bwd_pstate_kernel` / :func:`chunk_bwd_mstate_kernel`: the chunk-start
   covariances and means, a linear scan of the stored ``u, β, e`` (no factorisation);
-* :func:`chunk_bwd_mean_kernel`, one program per (batch, head, group, block of value
-  columns), reverse over chunks with the mean adjoint ``G`` (``[D, BV]``) in registers:
-  ``dV``, ``dM_0`` and, added atomically over the value blocks, the per-chunk adjoints
-  ``dA_q, dN`` (``C×C``), ``dŨ`` (``C×D``), ``dβ`` and the per-token ``d(Qγ), d(Kγ)``;
-* :func:`chunk_bwd_cov_kernel`, one program per (batch, head, group), reverse over chunks
-  with the covariance adjoint ``H`` (``[D, D]``) in registers: the factorisation's adjoint
-  ``dΣ_y = sym(Nᵀ Ψ N)``, ``dr²``, ``dP_0`` and the per-token parts of ``dK``, ``dγ``, ``dc``.
+* :func:`chunk_bwd_gstate_kernel` (the ``G`` chain) and :func:`chunk_bwd_mean_par_kernel` (per
+  chunk, :func:`_mean_chunk`): ``dV``, ``dM_0`` and, added atomically over the value blocks,
+  the per-chunk adjoints ``dA_q, dN`` (``C×C``), ``dŨ`` (``C×D``), ``dβ`` and the per-token
+  ``d(Qγ), d(Kγ)``;
+* :func:`chunk_bwd_cov_par_kernel` (per chunk, :func:`_cov_chunk`: the sources ``S_n`` at
+  ``H = 0``, then the outputs) around :func:`chunk_bwd_hstate_kernel` (the ``H`` chain): the
+  factorisation's adjoint ``dΣ_y = sym(Nᵀ Ψ N)``, ``dr²``, ``dP_0`` and the per-token parts of
+  ``dK``, ``dγ``, ``dc``;
+* :func:`chunk_bwd_epilogue_kernel`: ``γ``, ``c`` and the reverse cumulative sums of the decay
+  gradient, per token.
 
-The elementwise epilogue (``γ``, ``c`` and the reverse cumulative sums of the decay
-gradient) runs as torch operations in :mod:`.chunk`.  Padding: tokens past ``T`` load
-``k = q = v = e = do = u = 0``, ``α = 1``, ``ℓ² = 0``, ``β = 1``.
+Padding: tokens past ``T`` load ``k = q = v = e = do = u = 0``, ``α = 1``, ``ℓ² = 0``, ``β = 1``.
 """
 import os
 
 import triton
 import triton.language as tl
 
-# shared helpers, loaded in this file's mode (see _chunk_common.py)
+# shared helpers, loaded in this file's mode (see _kernel_common.py)
 from ._dispatch import kernels as _load_kernels
 
-_common = _load_kernels(os.environ.get("TRITON_INTERPRET", "0") == "1", "_chunk_common.py")
+_common = _load_kernels(os.environ.get("TRITON_INTERPRET", "0") == "1", "_kernel_common.py")
 _sum, _mul, _max, _decay_noise = _common._sum, _common._mul, _common._max, _common._decay_noise
 _head_group, _value_block, _tiles = _common._head_group, _common._value_block, _common._tiles
 _rows, _last_row = _common._rows, _common._last_row
 
 
 # --------------------------------------------------------------------------
-# the per-chunk decay loads (program-id decomposition, tile ranges and token rows: _chunk_common)
+# the per-chunk decay loads (program-id decomposition, tile ranges and token rows: _kernel_common)
 # --------------------------------------------------------------------------
 @triton.jit
 def _gamma(a_ptr, tki, vr, rc, mc, ri, D: tl.constexpr, C: tl.constexpr):
@@ -85,9 +86,14 @@ def _mean_chunk(v_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, dv_ptr, daq_ptr, 
                 dgc_ptr, dqg_ptr, dkg_ptr, Gm, Kt, Qt, Z, glast, n, i_bhg, i_bh, i_g, tki, vr, cb, cv, mv,
                 rr, rc, mr, mc, ri, ci, NT, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr, C: tl.constexpr,
                 PREC: tl.constexpr):
-    """One chunk of the mean adjoint from ``G`` at its end (:func:`chunk_bwd_mean_kernel`):
-    ``d(βE) = A_qᵀ dO + Ũ G``, ``dV = Wᵀ d(βE)`` stored, the rest added atomically; returns
-    ``(dO, dV)``."""
+    """One chunk of the mean adjoint from ``G`` at its end::
+
+        d(βE) = A_qᵀ dO + Ũ G,   dV = Wᵀ d(βE),
+
+    ``dV`` stored and, atomically over value blocks (and groups for the per-token ones):
+    ``dA_q = tril(dO (βE)ᵀ)``, ``dN = stril((β ⊙ d(βE)) (V − Kγ M)ᵀ)``, ``dŨ = βE Gᵀ``,
+    ``dβ = rowsum(E ⊙ d(βE))``, ``dγ_C = rowsum(G ⊙ M)``, ``d(Qγ) = dO Mᵀ``, ``d(Kγ) = −dV Mᵀ``.
+    Returns ``(dO, dV)``."""
     bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)
     Wm = tl.load(w_ptr + cb + ri * C + ci)
     Ms = tl.load(ms_ptr + (i_bh * NT + n) * D * M + rr * M + cv, mask=mr & mv, other=0.)
@@ -160,38 +166,6 @@ def chunk_bwd_mstate_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, m0_ptr, ms_ptr, T, NT
             Ut = (glast / gam) * Ut                                                      # γ_C ⊙ Z
             S = tl.trans(glast) * S
         S = S + tl.dot(tl.trans(Ut), bt * Et, input_precision=PREC)
-
-
-@triton.jit(do_not_specialize=["T", "NT"])
-def chunk_bwd_mean_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, dmT_ptr,
-                          dv_ptr, dm0_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr, dgc_ptr, dqg_ptr, dkg_ptr,
-                          T, NT,
-                          H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
-                          MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NVG: tl.constexpr,
-                          C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
-    """Mean adjoint, reverse over chunks (``G`` ``[BD, BV]`` in registers)::
-
-        d(βE) = A_qᵀ dO + Ũ G,   dV = Wᵀ d(βE),   G ← γ_C ⊙ G + Qγᵀ dO − Kγᵀ dV
-
-    and, atomically over value blocks (and groups for the per-token ones):
-    ``dA_q = tril(dO (βE)ᵀ)``, ``dN = stril((β ⊙ d(βE)) (V − Kγ M)ᵀ)``, ``dŨ = βE Gᵀ``,
-    ``dβ = rowsum(E ⊙ d(βE))``, ``dγ_C = rowsum(G ⊙ M)``, ``d(Qγ) = dO Mᵀ``, ``d(Kγ) = −dV Mᵀ``.
-    """
-    pid = tl.program_id(0).to(tl.int64)
-    i_bhg, i_g, i_bh, tok, cv, mv = _value_block(pid, T, H, G, MG, BV, NVG)
-    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
-    Gm = tl.load(dmT_ptr + i_bh * D * M + rr * M + cv, mask=mr & mv, other=0.).to(tl.float32)   # [BD, BV]
-    for j in range(NT):
-        n = NT - 1 - j
-        vr, tki = _rows(ri, n, tok, T, H, C)
-        cb = (i_bhg * NT + n) * C * C
-        Kt, Qt, Z, glast = _kqz(q_ptr, k_ptr, a_ptr, u_ptr, tki, vr, i_g, rc, mc, ri, G, D, BD, C, HAS_ALPHA)
-        dO, dV = _mean_chunk(v_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, dv_ptr, daq_ptr, dn_ptr, dut_ptr,
-                             dbeta_ptr, dgc_ptr, dqg_ptr, dkg_ptr, Gm, Kt, Qt, Z, glast, n, i_bhg, i_bh, i_g, tki,
-                             vr, cb, cv, mv, rr, rc, mr, mc, ri, ci, NT, G, D, M, C, PREC)
-        Gm = (tl.trans(glast) * Gm + tl.dot(tl.trans(Qt), dO, input_precision=PREC)
-              - tl.dot(tl.trans(Kt), dV, input_precision=PREC))
-    tl.store(dm0_ptr + i_bh * D * M + rr * M + cv, Gm, mask=mr & mv)
 
 
 @triton.jit
@@ -271,25 +245,6 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
     return Hc
 
 
-@triton.jit(do_not_specialize=["T", "NT"])
-def chunk_bwd_cov_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, dpT_ptr,
-                         daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
-                         dr2_ptr, dp0_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
-                         T, NT,
-                         H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
-                         C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
-    """Covariance adjoint, reverse over chunks (``H`` ``[BD, BD]`` in registers; :func:`_cov_chunk`)."""
-    pid = tl.program_id(0).to(tl.int64)
-    i_g, i_bh, tok = _head_group(pid, T, H, G)
-    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
-    Hc = tl.load(dpT_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
-    for j in range(NT):
-        Hc = _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_ptr, dn_ptr, dut_ptr,
-                        dbeta_ptr, dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
-                        Hc, NT - 1 - j, pid, i_bh, tok, T, NT, H, G, D, BD, C, HAS_ALPHA, PREC, True)
-    tl.store(dp0_ptr + pid * D * D + rr * D + rc, Hc, mask=mr & mc)
-
-
 @triton.jit
 def _add(a, b):
     # our own combiner (also under the interpreter, where a scan calls it element by element)
@@ -338,10 +293,10 @@ def chunk_bwd_epilogue_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, dqg_ptr, dkg_ptr, dkd
 
 
 # --------------------------------------------------------------------------
-# the parallel form (config bwd_form="parallel"): the reverse chains carry only the adjoints,
+# the reverse chains carry only the adjoints,
 #   G ← Γ G − Xᵀ (Ũ G) + s_n,   H ← Φᵀ H Φ + S_n,   Φ = Γ − Ũᵀ X,  X = W Kγ,  Γ = diag(γ_C)
-# (Φ = F_C ⋯ F_1, benchmarks/backward_structure_identity.py); everything else runs with one
-# program per chunk from the stored chunk-end adjoints
+# (Φ = F_C ⋯ F_1, the product of the chunk's token transitions F_t = (I − β_t u_t k_tᵀ) A_t);
+# everything else runs with one program per chunk from the stored chunk-end adjoints
 # --------------------------------------------------------------------------
 @triton.jit(do_not_specialize=["T", "NT"])
 def chunk_bwd_gstate_kernel(q_ptr, k_ptr, a_ptr, u_ptr, beta_ptr, do_ptr, w_ptr, dmT_ptr, gs_ptr, dm0_ptr,
@@ -377,8 +332,8 @@ def chunk_bwd_mean_par_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, e_ptr
                               H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
                               MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NVG: tl.constexpr,
                               C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
-    """:func:`chunk_bwd_mean_kernel`'s per-chunk outputs, one program per (b, h, g, value block, chunk),
-    from the stored chunk-end adjoint ``G`` (``gs``) and chunk-start mean (``ms``)."""
+    """The mean adjoint's per-chunk outputs (:func:`_mean_chunk`), one program per (b, h, g, value
+    block, chunk), from the stored chunk-end adjoint ``G`` (``gs``) and chunk-start mean (``ms``)."""
     pid = tl.program_id(0).to(tl.int64)
     n = pid % NT
     i_bhg, i_g, i_bh, tok, cv, mv = _value_block(pid // NT, T, H, G, MG, BV, NVG)

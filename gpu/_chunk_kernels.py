@@ -1,7 +1,7 @@
-r"""Triton kernels of the chunked BL forward (issue 6).
+r"""Triton kernels of the chunked BL forward.
 
 Only ``@triton.jit`` functions; :mod:`.chunk` loads this file compiled or
-interpreted (the same scheme as :mod:`._dispatch` for ``_kernels.py``).  Kernels
+interpreted (through :func:`._dispatch.kernels`, as every kernel file).  Kernels
 must compile with triton 3.6 and interpret with triton 3.9.
 
 Two passes, as the token-by-token op, but chunk by chunk (chunk of ``C`` tokens,
@@ -26,8 +26,7 @@ notation of :mod:`.chunk`; ``R[τ, i] = α_{i+1} ⊙ … ⊙ α_τ`` relative to
   end: ``P_C = (γ_C γ_Cᵀ) ⊙ P_0 + diag(c_C) − Ũᵀ diag(β) Ũ`` with
   ``Ũ = R[C-1, ·] ⊙ U`` (one ``D×C×D`` matmul), symmetrised.  All products in
   full fp32 (``PREC="ieee"``, the default): TF32 loses three digits in
-  ``Σ_y``'s pivots (``benchmarks/h200_chunk_precision.json``; the kernel's own
-  TF32 variant is measured in ``benchmarks/h200_chunk.json``).
+  ``Σ_y``'s pivots ``r² + kᵀP̄k``.
   Per chunk it writes, for the mean pass, ``W = diag(β) L⁻¹`` and
   ``Aq[τ, i] = q_τ · (R[τ, i] ⊙ u_i)`` (``C×C``) and ``Ũ`` (``C×D``), and per
   token ``u_t, β_t`` (the fused backward's inputs).
@@ -36,13 +35,13 @@ notation of :mod:`.chunk`; ``R[τ, i] = α_{i+1} ⊙ … ⊙ α_τ`` relative to
   ``βE = W (V − (γ⊙K) M_0)``, ``O = (γ⊙Q) M_0 + Aq βE``,
   ``M_C = γ_C ⊙ M_0 + Ũᵀ βE`` (BL App. D's triangular mean form; ``E`` are the
   innovations ``e_t = v_t − (A_t M_{t-1})ᵀ k_t``, written for the backward).
-  ``PREC`` selects the precision of these value-side products ("ieee" by
-  default; "tf32" is measured in the benchmark, not used by default).
+  ``PREC`` selects the precision of these value-side products ("ieee", or
+  "tf32x3" at ``D = 128``: see :class:`.config.ChunkConfig`).
 
 A second covariance-pass kernel, :func:`chunk_cov_fwd_mm_kernel` (the *quotient*
 form: ratios ``γ_τ/γ_i``, five matmuls a chunk, only ``C×C`` work left in the row
 loop), has the same inputs and outputs; ``chunk._cov_kernel`` picks it where
-:func:`_abs_log_decay_sum` finds the decays safe and it was faster on the H200.
+:func:`_abs_log_decay_sum` finds the decays safe and it is the faster kernel.
 
 Chunk range: each kernel walks chunks ``N0 … N1−1`` of the sequence (global chunk indices,
 so tokens and per-chunk outputs are where a one-launch pass would put them), starting from the
@@ -60,10 +59,10 @@ import triton
 import triton.language as tl
 
 
-# shared helpers, loaded in this file's mode (see _chunk_common.py)
+# shared helpers, loaded in this file's mode (see _kernel_common.py)
 from ._dispatch import kernels as _load_kernels
 
-_common = _load_kernels(os.environ.get("TRITON_INTERPRET", "0") == "1", "_chunk_common.py")
+_common = _load_kernels(os.environ.get("TRITON_INTERPRET", "0") == "1", "_kernel_common.py")
 _sum, _mul, _max, _decay_noise = _common._sum, _common._mul, _common._max, _common._decay_noise
 _head_group, _value_block, _tiles = _common._head_group, _common._value_block, _common._tiles
 _rows, _last_row = _common._rows, _common._last_row
@@ -181,22 +180,11 @@ def chunk_mean_fwd_kernel(q_ptr, k_ptr, v_ptr, a_ptr, beta_ptr, w_ptr, aq_ptr, u
 
 
 @triton.jit
-def _ldl_row(Sy, Li, bet, t, ri, ci):
-    """Row ``t`` of ``L⁻¹`` and ``β_t`` of ``Σ_y = L diag(1/β) Lᵀ`` from the rows ``< t``
-    (innovations recursion: ``r = L⁻¹_{<t} Σ_y[t, <t]``, ``d_t = Σ_y[t, t] − Σ_j β_j r_j²``,
-    ``L⁻¹[t, ·] = e_t − Σ_j β_j r_j L⁻¹[j, ·]``)."""
-    sc = tl.reduce(tl.where(ri == t, Sy, 0.), 0, _sum, keep_dims=True)         # Σ_y[t, ·], [1, C]
-    stt = tl.reduce(tl.where(ci == t, sc, 0.), 1, _sum, keep_dims=True)        # [1, 1]
-    rj = tl.reduce(Li * sc, 1, _sum, keep_dims=True)                           # [C(j), 1]
-    lam = rj * bet
-    d = stt - tl.reduce(rj * lam, 0, _sum, keep_dims=True)
-    new = tl.where(ci == t, 1., 0.) - tl.reduce(lam * Li, 0, _sum, keep_dims=True)
-    return tl.where(ri == t, new, Li), tl.where(ri == t, 1.0 / d, bet)
-
-
-@triton.jit
 def _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci):
-    """:func:`_ldl_row` on the transposed factor ``LiT[i, j] = L⁻¹[j, i]`` with ``β`` as a row.
+    """Row ``t`` of ``L⁻¹`` and ``β_t`` of ``Σ_y = L diag(1/β) Lᵀ`` from the rows ``< t`` (the
+    innovations recursion ``r = L⁻¹_{<t} Σ_y[t, <t]``, ``d_t = Σ_y[t, t] − Σ_j β_j r_j²``,
+    ``L⁻¹[t, ·] = e_t − Σ_j β_j r_j L⁻¹[j, ·]``), on the transposed factor
+    ``LiT[i, j] = L⁻¹[j, i]`` with ``β`` as a row.
 
     ``Σ_y`` symmetric, ``dg`` its diagonal as a row.  Per row: column ``t`` of
     ``Σ_y`` (= row ``t``) and the new column of ``LiT`` are reductions along axis 1,
@@ -237,8 +225,7 @@ def _mm_chunk_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, tok, n, T, ri, rc, mc,
 def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
                             u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT, N0, N1,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
-                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
-                            UNROLL: tl.constexpr = False, LDL: tl.constexpr = True):
+                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
     """The covariance pass with every ``C×D`` product hoisted out of the row loop.
 
     Decay ratios as quotients of cumulative decays *relative to the chunk*:
@@ -255,13 +242,6 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
     (:func:`.chunk._decays_safe`) checks the cumulative decays and otherwise
     runs :func:`chunk_cov_fwd_kernel` (products only).  Same inputs and outputs
     as that kernel.
-
-    ``LDL=False`` is a *timing diagnostic only* (wrong results): it replaces the row loop by
-    ``L⁻¹ = I``, so that ``bench_chunk.py --anatomy`` can split the pass's time between the row
-    loop and the chunk-level products (H200: 37 % / 63 % at S1, ``benchmarks/h200_chunk_anatomy.json``).
-    Two other variants measured there were slower or no faster and were removed (commit d638421
-    has them): loading chunk ``n + 1``'s inputs before chunk ``n``'s arithmetic (S1 1.87 against
-    1.71 ms) and a ``P − (Z⊙√β)ᵀ(Z⊙√β)`` update, symmetric without the per-chunk transpose (1.74).
     """
     pid = tl.program_id(0).to(tl.int64)
     i_g, i_bh, tok = _head_group(pid, T, H, G)
@@ -290,18 +270,10 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
         # transposed factor so that one reduction per row crosses warps (see _ldl_row_t)
         Sy = tl.where(ri >= ci, Sy, tl.trans(Sy))                                          # symmetric
         dg = tl.reduce(tl.where(eye_c, Sy, 0.), 0, _sum, keep_dims=True)                  # Σ_y[t, t], [1, C]
-        if LDL:
-            LiT = tl.full((C, C), 0., tl.float32)              # LiT[i, j] = L⁻¹[j, i]
-            betr = tl.full((1, C), 0., tl.float32)             # β_j along the columns
-            if UNROLL:
-                for t in tl.static_range(C):
-                    LiT, betr = _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci)
-            else:
-                for t in range(C):
-                    LiT, betr = _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci)
-        else:                                                  # diagnostic: no factorisation
-            LiT = tl.where(eye_c, 1., 0.)
-            betr = 1.0 / dg
+        LiT = tl.full((C, C), 0., tl.float32)                  # LiT[i, j] = L⁻¹[j, i]
+        betr = tl.full((1, C), 0., tl.float32)                 # β_j along the columns
+        for t in range(C):
+            LiT, betr = _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci)
         Li = tl.trans(LiT)
         bet = tl.trans(betr)
         Z = tl.dot(Li, Og, input_precision=PREC)                                          # [C, BD]

@@ -18,9 +18,9 @@ import os
 import threading
 from pathlib import Path
 
-_KERNEL_FILE = Path(__file__).with_name("_kernels.py")
+_KERNEL_FILE = Path(__file__).with_name("_fused_recurrent_kernels.py")
 _LOADED: dict = {}
-_LOCK = threading.RLock()          # re-entrant: a kernel file loads its helpers (_chunk_common.py) while being loaded
+_LOCK = threading.RLock()          # re-entrant: a kernel file loads its helpers (_kernel_common.py) while being loaded
 
 
 def triton_available() -> tuple[bool, str]:
@@ -36,8 +36,8 @@ def interpret_requested() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on")
 
 
-def kernels(interpret: bool, filename: str | Path = "_kernels.py"):
-    """A kernel module (a file of this package, ``_kernels.py`` by default, or any path),
+def kernels(interpret: bool, filename: str | Path = "_fused_recurrent_kernels.py"):
+    """A kernel module (a file of this package, ``_fused_recurrent_kernels.py`` by default, or any path),
     compiled (``interpret=False``) or interpreted.  It is loaded under a private name with
     ``TRITON_INTERPRET`` forced for the duration, so the import order of
     ``triton`` does not matter and both modes can coexist in one process."""

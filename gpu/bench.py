@@ -1,210 +1,134 @@
-"""Benchmark and device check of the BL kernels: ``python -m assocmem.gpu.bench`` / ``assocmem gpu bench``.
+"""The benchmark of the BL kernels against fla: ``assocmem gpu bench`` (``python -m assocmem.gpu.bench``).
 
-One process, one device (PERF.md "How to benchmark"):
+One harness for every op, as fla's ``benchmarks/ops`` registry: an op is a name, how its
+inputs are made and how it is called (:data:`OPS`).  For each shape, in one process:
 
-1. correctness on fresh random inputs, outputs poisoned with NaN first: the
-   fp32 kernels against :func:`naive_bl` in float64 (forward on the full
-   shape, checked on a slice of batch and heads; gradients on a truncated copy);
-2. a small launch-parameter sweep per pass (the two forward passes timed alone);
-3. timings with ``triton.testing.do_bench`` (median, ms) of the BL forward and
-   forward+backward and, when ``fla`` is importable, of fla 0.6's
-   ``fused_recurrent_delta_rule`` / ``chunk_delta_rule`` / ``chunk_gated_delta_rule``
-   on the same shapes (bf16 inputs for fla, as in PERF.md), plus ``naive_bl``
-   (timed on a prefix and extrapolated);
-4. fp32 drift over long sequences (``--drift``): the kernel chained over
-   segments against float64 ``naive_bl``; symmetry and PSD of ``P``.
+1. every BL op checked against float64 :func:`.naive.naive_bl` on fresh random inputs, every
+   kernel output NaN-poisoned first: the forward on the whole shape (read on two batch
+   elements × two heads), the gradients of every input on a truncated copy;
+2. forward and forward+backward of every op timed with ``triton.testing.do_bench`` (median,
+   ms), and the peak memory of forward+backward; BL in fp32, fla 0.6 with bf16 inputs (its
+   ``fused_recurrent_delta_rule``, ``chunk_delta_rule``, ``chunk_gated_delta_rule``, when
+   importable);
+3. with ``--drift``, the fp32 drift of each BL op over 10⁵ tokens against float64.
 
-Writes one JSON (device, versions, commit) and prints a table whose last lines
-are the ratios BL / fla.  On a CPU with ``TRITON_INTERPRET=1`` the ``tiny``
-shape runs the same checks through the interpreter (no timings).
+Writes one JSON (provenance, launch configurations, checks, times) and prints a table whose
+last lines are the ratios BL / fla.  Needs a CUDA device: the interpreter's run times measure
+Python, and the CPU checks of the same kernels are the test suite (``pytest -m gpu``).
 """
 from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
+from dataclasses import asdict
+from typing import Callable, NamedTuple
 
-SHAPES = {  # (B, T, H, D, m), PERF.md
+SHAPES = {  # (B, T, H, D, m)
     "S1": (8, 2048, 16, 64, 64),
     "S2": (32, 2048, 4, 128, 128),
     "S3": (4, 8192, 16, 64, 64),
     "S4": (256, 128, 4, 16, 16),
     "tiny": (2, 16, 2, 8, 8),
 }
-SWEEP_SHAPES = ("S1", "S2", "S4")      # S3 has S1's (D, m)
+DEFAULT_SHAPES = ("S1", "S2", "S3", "S4")
+MODES = ("fwd", "fwdbwd")
+DEFAULT_OUT = "runs/gpu_bench.json"
+# the ratios reported: BL op (mode) against the fla op that does the closest work
+RATIOS = (("fused", "fwd", "fla_fused_recurrent_delta"), ("chunk", "fwd", "fla_chunk_gdn"),
+          ("chunk", "fwdbwd", "fla_chunk_delta"), ("fused", "fwdbwd", "fla_chunk_delta"))
 
 
-def _inputs(torch, shape, device, seed, dtype=None):
+class Op(NamedTuple):
+    """``call(x)`` runs the op on the inputs ``x`` (a dict from :func:`inputs`) and returns its output."""
+
+    name: str
+    family: str           # "bl", or "fla" (bf16 q, k, v and fla's β and log-gate)
+    call: Callable
+
+
+def inputs(torch, shape, device, seed, fla=False):
+    """Random inputs: unit keys and queries, decays in 0.88 … 0.998, ℓ² ≤ 0.05, r² in 0.05 … 0.55;
+    with ``fla``, bf16 ``q, k, v`` and fla's ``β = sigmoid(·)`` and GDN log-gate instead of the noises."""
     import torch.nn.functional as F
 
     B, T, H, D, m = shape
-    dtype = dtype or torch.float32
     g = torch.Generator(device="cpu").manual_seed(seed)
-
-    def rn(*s):
-        return torch.randn(*s, generator=g)
-
-    q = F.normalize(rn(B, T, H, D), dim=-1)
-    k = F.normalize(rn(B, T, H, D), dim=-1)
-    v = rn(B, T, H, m)
-    l2 = torch.rand(B, T, H, generator=g) * 0.05
-    r2 = torch.rand(B, T, H, generator=g) * 0.5 + 0.05
-    alpha = torch.sigmoid(torch.rand(B, T, H, D, generator=g) * 4 + 2)     # 0.88 … 0.998
-    out = dict(q=q, k=k, v=v, l2=l2, r2=r2, alpha=alpha)
-    return {n: t.to(device=device, dtype=dtype if n in ("q", "k", "v") else torch.float32)
-            for n, t in out.items()}
+    rn = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    x = dict(q=F.normalize(rn(B, T, H, D), dim=-1), k=F.normalize(rn(B, T, H, D), dim=-1), v=rn(B, T, H, m))
+    if fla:
+        x.update(beta=torch.sigmoid(rn(B, T, H)), gate=F.logsigmoid(torch.rand(B, T, H, generator=g) * 4 + 2))
+        return {n: t.to(device=device, dtype=torch.float32 if n == "gate" else torch.bfloat16) for n, t in x.items()}
+    x.update(l2=torch.rand(B, T, H, generator=g) * 0.05, r2=torch.rand(B, T, H, generator=g) * 0.5 + 0.05,
+             alpha=torch.sigmoid(torch.rand(B, T, H, D, generator=g) * 4 + 2))
+    return {n: t.to(device) for n, t in x.items()}
 
 
-def _relerr(torch, ref, out):
+def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=None) -> dict[str, Op]:
+    from . import chunk_bl, fused_recurrent_bl
+
+    ops = {"fused": Op("fused", "bl", lambda x: fused_recurrent_bl(**x, validate=False, config=fused_config)[0])}
+    for C in chunk_sizes:
+        ops[f"chunk_C{C}"] = Op(f"chunk_C{C}", "bl", lambda x, C=C: chunk_bl(
+            **x, chunk_size=C, validate=False, backward=backward, config=chunk_config)[0])
+    return ops
+
+
+def fla_ops() -> dict[str, Op] | str:
+    """fla's delta-rule ops, or why they are missing."""
+    try:
+        from fla.ops.delta_rule import chunk_delta_rule, fused_recurrent_delta_rule
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    except Exception as exc:
+        return f"fla not importable: {type(exc).__name__}: {exc}"
+    calls = {"fla_fused_recurrent_delta": lambda x: fused_recurrent_delta_rule(x["q"], x["k"], x["v"], x["beta"]),
+             "fla_chunk_delta": lambda x: chunk_delta_rule(x["q"], x["k"], x["v"], x["beta"]),
+             "fla_chunk_gdn": lambda x: chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["gate"], x["beta"])}
+    return {n: Op(n, "fla", lambda x, f=f: f(x)[0]) for n, f in calls.items()}
+
+
+def _relerr(ref, out) -> float:
     ref, out = ref.detach().double(), out.detach().double()
     return float((ref - out).norm() / ref.norm().clamp_min(1e-300))
 
 
-def check_shape(torch, shape, device, seed=0, grad_T=256):
-    """Kernel vs float64 naive_bl on fresh inputs; every kernel buffer NaN-poisoned first."""
-    from assocmem.gpu import fused_recurrent as fr
-    from assocmem.gpu import fused_recurrent_bl, naive_bl
+def check(torch, op: Op, shape, device, seed=0, grad_T=256) -> dict:
+    """``op`` against float64 ``naive_bl``: outputs, and the gradients of every input, NaN-poisoned buffers."""
+    from . import _launch, naive_bl
 
     B, T, H, D, m = shape
-    x = _inputs(torch, shape, device, seed)
-    fr.POISON = True
+    x = inputs(torch, shape, device, seed)
+    b, h = min(B, 2), min(H, 2)
+    _launch.POISON = True
     try:
-        o, (M, P) = fused_recurrent_bl(**x, output_final_state=True, validate=False)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        nan_free = not (torch.isnan(o).any() or torch.isnan(M).any() or torch.isnan(P).any())
-        b, h = min(B, 2), min(H, 2)
-        sub = {n: t[:b, :, :h].double() for n, t in x.items()}
-        o_ref, (M_ref, P_ref) = naive_bl(**sub, output_final_state=True, validate=False)
-        res = {"nan_free": bool(nan_free),
-               "fwd_o": _relerr(torch, o_ref, o[:b, :, :h]),
-               "fwd_M": _relerr(torch, M_ref, M[:b, :h]),
-               "fwd_P": _relerr(torch, P_ref, P[:b, :h])}
-        # gradients on a truncated copy (autograd through naive_bl keeps per-step states)
+        o = op.call(x)
+        o_ref, _ = naive_bl(**{n: t[:b, :, :h].double() for n, t in x.items()}, validate=False)
+        res = {"nan_free": not bool(torch.isnan(o).any()), "fwd_o": _relerr(o_ref, o[:b, :, :h])}
         Tg = min(T, grad_T)
         xg = {n: t[:b, :Tg, :h].contiguous() for n, t in x.items()}
-        gen = torch.Generator(device="cpu").manual_seed(seed + 1)
-        wo = torch.randn(b, Tg, h, m, generator=gen, dtype=torch.float64).to(device)
+        wo = torch.randn(b, Tg, h, m, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
         grads = []
-        for fn, dt in ((naive_bl, torch.float64), (fused_recurrent_bl, torch.float32)):
+        for fn, dt in ((lambda z: naive_bl(**z, validate=False)[0], torch.float64), (op.call, torch.float32)):
             leaves = {n: t.to(dt).clone().requires_grad_(True) for n, t in xg.items()}
-            out, _ = fn(**leaves, validate=False)
-            (out.double() * wo).sum().backward()
+            (fn(leaves).double() * wo.to(device)).sum().backward()
             grads.append({n: t.grad for n, t in leaves.items()})
         res["grad_T"] = Tg
-        res.update({f"grad_{n}": _relerr(torch, grads[0][n], grads[1][n]) for n in grads[0]})
-        res["grad_nan_free"] = bool(all(not torch.isnan(t).any() for t in grads[1].values()))
+        res.update({f"grad_{n}": _relerr(grads[0][n], grads[1][n]) for n in grads[0]})
+        res["grad_nan_free"] = all(not bool(torch.isnan(t).any()) for t in grads[1].values())
     finally:
-        fr.POISON = False
+        _launch.POISON = False
     return res
 
 
-def _bench(fn, device):
-    if device.type != "cuda":
+def _bench(torch, fn, device) -> float:
+    if device.type != "cuda":           # the tests' CPU path: one call, wall time
         t0 = time.perf_counter()
         fn()
         return (time.perf_counter() - t0) * 1e3
     from triton.testing import do_bench
 
     return float(do_bench(fn, warmup=10, rep=60, return_mode="median"))
-
-
-def _pass_launchers(torch, shape, device, cfg):
-    """Closures launching the covariance pass and the mean pass alone (forward)."""
-    from assocmem.gpu._dispatch import kernels
-
-    K = kernels(device.type != "cuda")
-    B, T, H, D, m = shape
-    x = _inputs(torch, shape, device, 1)
-    f32 = dict(dtype=torch.float32, device=device)
-    P0 = torch.eye(D, **f32).expand(B, H, 1, D, D).contiguous()
-    M0t = torch.zeros(B, H, m, D, **f32)
-    u = torch.empty(B, T, H, 1, D, **f32)
-    beta = torch.empty(B, T, H, 1, **f32)
-    PT = torch.empty(B, H, 1, D, D, **f32)
-    o = torch.empty(B, T, H, m, **f32)
-    MT = torch.empty(B, H, m, D, **f32)
-    NV = -(-m // cfg["BV"])
-    r2 = x["r2"][..., None].contiguous()
-
-    def cov():
-        K.cov_fwd_kernel[(B * H,)](x["k"], x["alpha"], x["l2"], r2, P0, u, beta, PT, T,
-                                   H=H, G=1, D=D, BD=cfg["BD"], HAS_ALPHA=True, num_warps=cfg["cov_warps"])
-
-    def mean():
-        K.mean_fwd_kernel[(B * H * NV,)](x["q"], x["k"], x["v"], x["alpha"], u, beta, M0t, o, o, MT, T,
-                                         H=H, G=1, D=D, M=m, MG=m, BD=cfg["BD"], BV=cfg["BV"], NV=NV,
-                                         HAS_ALPHA=True, STORE_E=False, num_warps=cfg["mean_warps"])
-    cov()
-    return cov, mean
-
-
-def sweep(torch, shape, device):
-    """Time each forward pass alone over a few launch parameters; return the best."""
-    from assocmem.gpu.fused_recurrent import default_config
-
-    B, T, H, D, m = shape
-    base = default_config(D, m, 1)
-    BD = base["BD"]
-    cov_opts = [w for w in (1, 2, 4, 8, 16) if 4 <= BD * BD // (32 * w) <= 128]
-    mean_opts = [(bv, w) for bv, w in ((4, 1), (8, 1), (16, 1), (32, 1), (16, 2), (32, 2), (32, 4), (64, 4))
-                 if bv <= max(m, 4) and 2 <= bv * BD // (32 * w) <= 128]
-    rows = {"cov": {}, "mean": {}}
-    for w in cov_opts:
-        cfg = dict(base, cov_warps=w)
-        try:
-            cov, _ = _pass_launchers(torch, shape, device, cfg)
-            rows["cov"][str(w)] = _bench(cov, device)
-        except Exception as exc:  # a config that does not compile is reported, not fatal
-            rows["cov"][str(w)] = f"error: {type(exc).__name__}: {str(exc)[:120]}"
-    for bv, w in mean_opts:
-        cfg = dict(base, BV=bv, mean_warps=w)
-        try:
-            _, mean = _pass_launchers(torch, shape, device, cfg)
-            rows["mean"][f"BV{bv}_w{w}"] = _bench(mean, device)
-        except Exception as exc:
-            rows["mean"][f"BV{bv}_w{w}"] = f"error: {type(exc).__name__}: {str(exc)[:120]}"
-    ok_c = {k: v for k, v in rows["cov"].items() if isinstance(v, float)}
-    ok_m = {k: v for k, v in rows["mean"].items() if isinstance(v, float)}
-    best = dict(base)
-    if ok_c:
-        best["cov_warps"] = int(min(ok_c, key=ok_c.get))
-    if ok_m:
-        k = min(ok_m, key=ok_m.get)
-        best["BV"], best["mean_warps"] = int(k.split("_")[0][2:]), int(k.split("_w")[1])
-    rows["default"] = {k: base[k] for k in ("BV", "cov_warps", "mean_warps")}
-    rows["best"] = {k: best[k] for k in ("BV", "cov_warps", "mean_warps")}
-    return rows, best
-
-
-def time_shape(torch, shape, device, cfg=None, with_fla=True, with_naive=True):
-    from assocmem.gpu import fused_recurrent_bl, naive_bl
-
-    B, T, H, D, m = shape
-    x = _inputs(torch, shape, device, 2)
-    res = {}
-    f = lambda: fused_recurrent_bl(**x, validate=False, config=cfg)   # noqa: E731
-    res["bl_fwd"] = _bench(f, device)
-    xb = dict(x, q=x["q"].bfloat16(), k=x["k"].bfloat16(), v=x["v"].bfloat16())
-    res["bl_fwd_bf16_inputs"] = _bench(lambda: fused_recurrent_bl(**xb, validate=False, config=cfg), device)
-    leaves = {n: t.clone().requires_grad_(True) for n, t in x.items()}
-    do = torch.randn(B, T, H, m, device=device)
-
-    def fb():
-        o, _ = fused_recurrent_bl(**leaves, validate=False, config=cfg)
-        o.backward(do)
-    res["bl_fwdbwd"] = _bench(fb, device)
-    if device.type == "cuda":
-        res["bl_fwdbwd_peak_mem_MB"] = peak_mem_MB(torch, fb)
-    if with_naive:
-        Tn = min(T, 32)
-        xs = {n: t[:, :Tn].contiguous() for n, t in x.items()}
-        res["naive_fwd_extrapolated"] = _bench(lambda: naive_bl(**xs, validate=False), device) * T / Tn
-    if with_fla and device.type == "cuda":
-        res.update(_time_fla(torch, shape, device))
-    return res
 
 
 def peak_mem_MB(torch, f) -> float:
@@ -217,260 +141,72 @@ def peak_mem_MB(torch, f) -> float:
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
-def _time_fla(torch, shape, device):
+def time_op(torch, op: Op, shape, device, modes=MODES) -> dict:
+    """Forward and forward+backward times (ms) of ``op``, and the peak memory of forward+backward."""
+    x = inputs(torch, shape, device, 2, fla=op.family == "fla")
     out = {}
-    try:
-        import fla
-        from fla.ops.delta_rule import chunk_delta_rule, fused_recurrent_delta_rule
-        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
-    except Exception as exc:
-        return {"fla_error": f"fla not importable: {type(exc).__name__}: {exc}"}
-    out["fla_version"] = getattr(fla, "__version__", "?")
-    B, T, H, D, m = shape
-    x = _inputs(torch, shape, device, 3, dtype=torch.bfloat16)
-    g = torch.Generator(device="cpu").manual_seed(4)
-    beta = torch.sigmoid(torch.randn(B, T, H, generator=g)).to(device, torch.bfloat16)
-    gg = torch.nn.functional.logsigmoid(torch.rand(B, T, H, generator=g) * 4 + 2).to(device, torch.float32)
-    q, k, v = x["q"], x["k"], x["v"]
+    if "fwd" in modes:
+        out["fwd_ms"] = _bench(torch, lambda: op.call(x), device)
+    if "fwdbwd" in modes:
+        leaves = {n: t.clone().requires_grad_(True) for n, t in x.items()}
+        do = torch.randn(*x["v"].shape, device=device, dtype=x["v"].dtype)
 
-    def guard(name, fn):
-        try:
-            out[name] = _bench(fn, device)
-        except Exception as exc:
-            out[name] = f"error: {type(exc).__name__}: {str(exc)[:160]}"
-
-    guard("fla_fused_recurrent_delta_fwd", lambda: fused_recurrent_delta_rule(q, k, v, beta))
-    guard("fla_chunk_delta_fwd", lambda: chunk_delta_rule(q, k, v, beta))
-    guard("fla_chunk_gdn_fwd", lambda: chunk_gated_delta_rule(q, k, v, gg, beta))
-    lq, lk, lv = (t.clone().requires_grad_(True) for t in (q, k, v))
-    lb = beta.clone().requires_grad_(True)
-    do = torch.randn(B, T, H, m, device=device, dtype=torch.bfloat16)
-
-    def fb():
-        o, _ = chunk_delta_rule(lq, lk, lv, lb)
-        o.backward(do)
-    guard("fla_chunk_delta_fwdbwd", fb)
-    try:
-        out["fla_chunk_delta_fwdbwd_peak_mem_MB"] = peak_mem_MB(torch, fb)
-    except Exception:
-        pass
+        def fb():
+            op.call(leaves).backward(do)
+        out["fwdbwd_ms"] = _bench(torch, fb, device)
+        if device.type == "cuda":
+            out["fwdbwd_peak_MB"] = peak_mem_MB(torch, fb)
     return out
 
 
-def drift(torch, device, T=100_000, D=64, m=16, seg=10_000, seed=5):
-    """fp32 kernel vs float64 over a long sequence of random unit keys.
+def drift(torch, op: Op, device, T=100_000, D=64, m=16, seg=10_000, seed=5) -> dict:
+    """``op`` in fp32 against float64 ``naive_bl`` over a long sequence of random unit keys.
 
-    Heads differ in noise: (ℓ², r²) = (1e-3, 0.1), (1e-2, 0.1), (0, 0.1), (1e-4, 1.0).
-    The kernel runs in segments chained through ``initial_state`` so that ``P``
-    can be inspected along the way; float64 ``naive_bl`` runs the same segments.
-    """
-    from assocmem.gpu import fused_recurrent_bl, naive_bl
+    Four heads with (ℓ², r²) = (1e-3, 0.1), (1e-2, 0.1), (0, 0.1), (1e-4, 1), no decay.  The op
+    runs in segments chained through ``initial_state`` so that ``P`` can be inspected along the
+    way; the float64 reference runs the same segments."""
     import torch.nn.functional as F
+
+    from . import chunk_bl, fused_recurrent_bl, naive_bl
 
     H = 4
     g = torch.Generator(device="cpu").manual_seed(seed)
     q = F.normalize(torch.randn(1, T, H, D, generator=g), dim=-1)
     k = F.normalize(torch.randn(1, T, H, D, generator=g), dim=-1)
     v = torch.randn(1, T, H, m, generator=g)
-    l2 = torch.tensor([1e-3, 1e-2, 0.0, 1e-4]).expand(1, T, H).contiguous()
-    r2 = torch.tensor([0.1, 0.1, 0.1, 1.0]).expand(1, T, H).contiguous()
+    heads = [[1e-3, 0.1], [1e-2, 0.1], [0.0, 0.1], [1e-4, 1.0]]
+    l2 = torch.tensor([a for a, _ in heads]).expand(1, T, H).contiguous()
+    r2 = torch.tensor([b for _, b in heads]).expand(1, T, H).contiguous()
     x = {n: t.to(device) for n, t in dict(q=q, k=k, v=v, l2=l2, r2=r2).items()}
+    fn = fused_recurrent_bl if op.name == "fused" else chunk_bl
+    kw = {} if op.name == "fused" else {"chunk_size": int(op.name.split("_C")[1])}
     st32 = st64 = None
-    rows = []
-    err_num = {}
-    err_den = {}
-    windows = [(0, 100), (100, 1000), (1000, 10_000), (10_000, 100_000)]
+    rows, num, den = [], {}, {}
+    windows = [(0, 100), (100, 1000), (1000, 10_000), (10_000, T)]
     t0 = time.perf_counter()
     for s0 in range(0, T, seg):
         sl = {n: t[:, s0:s0 + seg].contiguous() for n, t in x.items()}
-        o32, st32 = fused_recurrent_bl(**sl, p0=1.0, initial_state=st32, output_final_state=True,
-                                       validate=False)
-        o64, st64 = naive_bl(**{n: t.double() for n, t in sl.items()}, p0=1.0, initial_state=st64,
+        o32, st32 = fn(**sl, initial_state=st32, output_final_state=True, validate=False, **kw)
+        o64, st64 = naive_bl(**{n: t.double() for n, t in sl.items()}, initial_state=st64,
                              output_final_state=True, validate=False)
-        diff = (o32.double() - o64)
+        diff = o32.double() - o64
         for w0, w1 in windows:
             a, b = max(w0, s0), min(w1, s0 + seg)
             if a < b:
                 key = f"{w0}-{w1}"
-                err_num[key] = err_num.get(key, 0.0) + float((diff[:, a - s0:b - s0] ** 2).sum((0, 1, 3)).sum())
-                err_den[key] = err_den.get(key, 0.0) + float((o64[:, a - s0:b - s0] ** 2).sum())
+                num[key] = num.get(key, 0.0) + float((diff[:, a - s0:b - s0] ** 2).sum())
+                den[key] = den.get(key, 0.0) + float((o64[:, a - s0:b - s0] ** 2).sum())
         P = st32[1][0].double()                       # [H, D, D]
         lam = torch.linalg.eigvalsh(0.5 * (P + P.transpose(-1, -2)))
         tr = torch.diagonal(P, dim1=-2, dim2=-1).sum(-1)
-        rows.append({"t": s0 + seg,
-                     "min_eig_over_trace": (lam.min(-1).values / tr).tolist(),
+        rows.append({"t": s0 + seg, "min_eig_over_trace": (lam.min(-1).values / tr).tolist(),
                      "max_asymmetry": float((P - P.transpose(-1, -2)).abs().max()),
-                     "P_relerr_vs_f64": [_relerr(torch, st64[1][0, h], st32[1][0, h]) for h in range(H)]})
-    return {"T": T, "D": D, "m": m, "heads_l2_r2": [[1e-3, 0.1], [1e-2, 0.1], [0.0, 0.1], [1e-4, 1.0]],
-            "o_relerr_by_window": {k: math.sqrt(err_num[k] / max(err_den[k], 1e-300)) for k in err_num},
-            "checkpoints": rows,
-            "worst_min_eig_over_trace": min(min(r["min_eig_over_trace"]) for r in rows),
-            "psd_criterion_min_eig_ge_-1e-5_trace": all(min(r["min_eig_over_trace"]) >= -1e-5 for r in rows),
-            "seconds": time.perf_counter() - t0}
-
-
-def cov_form_study(torch, device, T=100_000, D=32, m=4, seg=10_000, seed=6):
-    """The three covariance update forms of :func:`naive_bl` in fp32 against float64.
-
-    Same heads as :func:`drift`.  ``plain`` is what the kernel computes; the
-    others cost more (a transpose, or two ``D×D`` matrix products per token).
-    """
-    from assocmem.gpu import naive_bl
-    import torch.nn.functional as F
-
-    H = 4
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    q = F.normalize(torch.randn(1, T, H, D, generator=g), dim=-1)
-    k = F.normalize(torch.randn(1, T, H, D, generator=g), dim=-1)
-    v = torch.randn(1, T, H, m, generator=g)
-    l2 = torch.tensor([1e-3, 1e-2, 0.0, 1e-4]).expand(1, T, H).contiguous()
-    r2 = torch.tensor([0.1, 0.1, 0.1, 1.0]).expand(1, T, H).contiguous()
-    x = {n: t.to(device) for n, t in dict(q=q, k=k, v=v, l2=l2, r2=r2).items()}
-    out = {}
-    ref_states, ref_o = [], []
-    st = None
-    for s0 in range(0, T, seg):
-        sl = {n: t[:, s0:s0 + seg].double() for n, t in x.items()}
-        o, st = naive_bl(**sl, initial_state=st, output_final_state=True, validate=False)
-        ref_o.append(o)
-        ref_states.append(st[1])
-    for form in ("plain", "symmetrised", "joseph"):
-        t0 = time.perf_counter()
-        st = None
-        num = den = 0.0
-        worst, asym, perr = 1.0, 0.0, 0.0
-        for i, s0 in enumerate(range(0, T, seg)):
-            sl = {n: t[:, s0:s0 + seg].float() for n, t in x.items()}
-            o, st = naive_bl(**sl, initial_state=st, output_final_state=True, validate=False, cov_form=form)
-            num += float(((o.double() - ref_o[i]) ** 2).sum())
-            den += float((ref_o[i] ** 2).sum())
-            P = st[1][0].double()
-            lam = torch.linalg.eigvalsh(0.5 * (P + P.transpose(-1, -2)))
-            tr = torch.diagonal(P, dim1=-2, dim2=-1).sum(-1)
-            worst = min(worst, float((lam.min(-1).values / tr).min()))
-            asym = max(asym, float((P - P.transpose(-1, -2)).abs().max()))
-            perr = max(perr, _relerr(torch, ref_states[i][0], P))
-        out[form] = {"o_relerr": math.sqrt(num / den), "worst_min_eig_over_trace": worst,
-                     "max_asymmetry": asym, "max_P_relerr_at_checkpoints": perr,
-                     "seconds": time.perf_counter() - t0}
-    return {"T": T, "D": D, "m": m, "device": str(device), "forms": out}
-
-
-def chunk_study(torch, device, T=1024, seed=7):
-    """Precision of the chunked form's factorisation: fp32 vs tf32 matmuls vs float64.
-
-    ``chunk_bl`` (torch) in fp32 with TF32 matmuls off and on, against float64
-    ``naive_bl``; plus the fp32 recurrence for scale, and the torch chunked form's
-    forward time at S1-like width (it is launch-bound: a sequential loop of small ops).
-    """
-    from assocmem.gpu import naive_bl
-    # the torch form explicitly: on CUDA ``chunk_bl`` now runs the chunked Triton kernels
-    from assocmem.gpu.chunk import chunk_bl_torch as chunk_bl
-
-    out = {}
-    for D, m in ((64, 64), (128, 128)):
-        for name, (alo, ahi) in {"weak": (0.95, 1.0), "strong": (0.3, 0.7)}.items():
-            x = _inputs(torch, (2, T, 2, D, m), device, seed)
-            x["alpha"] = (torch.rand(x["alpha"].shape, generator=torch.Generator().manual_seed(seed))
-                          * (ahi - alo) + alo).to(device)
-            ref, _ = naive_bl(**{n: t.double() for n, t in x.items()}, validate=False)
-            row = {"recurrence_fp32": _relerr(torch, ref, naive_bl(**x, validate=False)[0])}
-            for tf32 in (False, True):
-                old = torch.backends.cuda.matmul.allow_tf32
-                torch.backends.cuda.matmul.allow_tf32 = tf32
-                try:
-                    for C in (16, 64):
-                        o, _ = chunk_bl(**x, chunk_size=C, validate=False)
-                        row[f"chunk{C}_{'tf32' if tf32 else 'fp32'}"] = _relerr(torch, ref, o)
-                finally:
-                    torch.backends.cuda.matmul.allow_tf32 = old
-            out[f"D{D}_{name}"] = row
-    x = _inputs(torch, SHAPES["S1"], device, seed)
-    out["chunk_torch_fwd_ms_S1"] = _bench(lambda: chunk_bl(**x, chunk_size=64, validate=False), device)
-    return out
-
-
-def run(shapes=("S1", "S2", "S3", "S4"), out=None, do_sweep=True, do_drift=True, with_fla=True):
-    import torch
-
-    from assocmem.provenance import provenance
-
-    device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-    if device.type != "cuda":
-        _cpu_shapes(shapes)
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-        do_sweep = do_drift = False
-    info = {"device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu (Triton interpreter)"}
-    try:
-        import triton
-        info["triton"] = triton.__version__
-    except Exception:
-        pass
-    result = {"provenance": provenance(info), "shapes": {}, "notes": [
-        "times are medians of triton.testing.do_bench in ms; BL in fp32 arithmetic with fp32 inputs "
-        "(bl_fwd_bf16_inputs: bf16 q/k/v), fla with bf16 inputs",
-        "naive_fwd_extrapolated: naive_bl timed on the first 32 tokens, times T/32"]}
-    for name in shapes:
-        shape = SHAPES[name]
-        print(f"[{name}] {shape}: checking ...", flush=True)
-        entry = {"shape": dict(zip("BTHDm", shape))}
-        result["shapes"][name] = entry
-        try:
-            entry["check"] = check_shape(torch, shape, device)
-            print(f"[{name}] check: {entry['check']}", flush=True)
-            cfg = None
-            if do_sweep and name in SWEEP_SHAPES:
-                entry["sweep"], cfg = sweep(torch, shape, device)
-                print(f"[{name}] sweep: {entry['sweep']}", flush=True)
-            if device.type != "cuda":
-                # the interpreter's run times measure Python, not the kernels: no timings
-                entry["times"] = CPU_NOTE
-                print(f"[{name}] {CPU_NOTE}", flush=True)
-                continue
-            entry["times_default"] = time_shape(torch, shape, device, None, with_fla=with_fla)
-            if cfg is not None and entry["sweep"]["best"] != entry["sweep"]["default"]:
-                entry["times_tuned"] = time_shape(torch, shape, device, cfg, with_fla=False, with_naive=False)
-            print(f"[{name}] times: {entry['times_default']} tuned: {entry.get('times_tuned')}", flush=True)
-        except Exception as exc:   # keep going: the other shapes and the baselines still come back
-            import traceback
-
-            entry["error"] = traceback.format_exc(limit=8)
-            print(f"[{name}] ERROR {type(exc).__name__}: {exc}\n{entry['error']}", flush=True)
-        finally:
-            if out:
-                _write(result, out)
-    if do_drift:
-        result["drift"] = []
-        for D in (64, 128):
-            print(f"[drift] D={D} ...", flush=True)
-            try:
-                d = drift(torch, device, D=D)
-                result["drift"].append(d)
-                print(f"[drift] D={D} {d['o_relerr_by_window']} worst min-eig/trace "
-                      f"{d['worst_min_eig_over_trace']:.3g} ({d['seconds']:.0f} s)", flush=True)
-            except Exception as exc:
-                result["drift"].append({"D": D, "error": f"{type(exc).__name__}: {exc}"})
-                print(f"[drift] ERROR {exc}", flush=True)
-            if out:
-                _write(result, out)
-    if out:
-        _write(result, out)
-    print(table(result))
-    if device.type != "cuda":
-        print(f"({CPU_NOTE})")
-    return result
-
-
-CPU_NOTE = "CPU, Triton interpreter: correctness checks only, no timings"
-
-
-def _cpu_shapes(shapes) -> None:
-    from assocmem.validate import ParamError
-
-    big = [s for s in shapes if s != "tiny"]
-    if big:
-        raise ParamError("shapes", f"shapes: {', '.join(big)} need{'s' if len(big) == 1 else ''} a GPU; on a CPU "
-                                   f"only 'tiny' runs (through the Triton interpreter)")
+                     "P_relerr_vs_f64": [_relerr(st64[1][0, h], st32[1][0, h]) for h in range(H)]})
+    worst = min(min(r["min_eig_over_trace"]) for r in rows)
+    return {"op": op.name, "T": T, "D": D, "m": m, "heads_l2_r2": heads,
+            "o_relerr_by_window": {k: math.sqrt(num[k] / max(den[k], 1e-300)) for k in num},
+            "checkpoints": rows, "worst_min_eig_over_trace": worst,
+            "psd_criterion_min_eig_ge_-1e-5_trace": worst >= -1e-5, "seconds": time.perf_counter() - t0}
 
 
 def _write(result, path):
@@ -478,31 +214,169 @@ def _write(result, path):
         json.dump(result, fh, indent=1, default=str)
 
 
-def table(result) -> str:
-    def f(x):
-        return f"{x:.3f}" if isinstance(x, (int, float)) else "—"
+def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk_sizes=(16,), backward="auto",
+        fused_config=None, chunk_config=None, do_drift=False, out=None, device=None):
+    """Check and time ``ops`` on ``shapes``; write the JSON to ``out`` after every step (a run cut
+    short still leaves what it measured).  ``device``: CUDA by default (the tests pass a CPU
+    device with ``TRITON_INTERPRET=1``: checks through the interpreter, wall times of one call)."""
+    import torch
 
-    lines = ["| shape | BL fwd | BL fwd (tuned) | BL fwd+bwd | fla fused_rec fwd | fla chunk fwd | "
-             "fla GDN chunk fwd | fla chunk fwd+bwd | naive (extrap.) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    ratios = []
+    from assocmem.provenance import provenance
+
+    device = device or torch.device("cuda")
+    info = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (Triton interpreter)"}
+    try:
+        import triton
+        info["triton"] = triton.__version__
+    except Exception:
+        pass
+    table_ops = bl_ops(chunk_sizes if "chunk" in ops else (), backward, fused_config, chunk_config)
+    if "fused" not in ops:
+        del table_ops["fused"]
+    fla = "not requested" if "fla" not in ops else fla_ops() if device.type == "cuda" else "needs CUDA"
+    if isinstance(fla, dict):
+        table_ops.update(fla)
+    result = {"provenance": provenance(info), "ops": list(table_ops), "fla": fla if isinstance(fla, str) else "ok",
+              "config": {"backward": backward, "chunk_sizes": list(chunk_sizes),
+                         "fused": asdict(fused_config) if fused_config else "default",
+                         "chunk": asdict(chunk_config) if chunk_config else "default"},
+              "shapes": {}, "notes": ["times: medians of triton.testing.do_bench, ms; BL fp32 inputs and "
+                                      "arithmetic, fla bf16 inputs; check: relative RMS error against float64 "
+                                      "naive_bl"]}
+    for name in shapes:
+        shape = SHAPES[name]
+        entry = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape)), "check": {}, "times": {}})
+        for op in table_ops.values():
+            steps = [("check", lambda: check(torch, op, shape, device))] if op.family == "bl" else []
+            steps.append(("times", lambda: time_op(torch, op, shape, device, modes)))
+            for what, f in steps:
+                try:
+                    entry[what][op.name] = f()
+                except Exception as exc:   # recorded, not fatal: the other ops and shapes still come back
+                    entry[what][op.name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+                print(f"[{name}] {op.name} {what}: {entry[what][op.name]}", flush=True)
+                if out:
+                    _write(result, out)
+        entry["ratios"] = ratios(entry["times"])
+    if do_drift:
+        result["drift"] = []
+        for op in (o for o in table_ops.values() if o.family == "bl"):
+            for D in (64, 128):
+                try:
+                    result["drift"].append(drift(torch, op, device, D=D))
+                except Exception as exc:
+                    result["drift"].append({"op": op.name, "D": D, "error": f"{type(exc).__name__}: {exc}"})
+                print(f"[drift] {op.name} D={D}: {result['drift'][-1].get('o_relerr_by_window')}", flush=True)
+                if out:
+                    _write(result, out)
+    if out:
+        _write(result, out)
+    print(table(result))
+    return result
+
+
+def ratios(times: dict) -> dict:
+    """BL / fla for the pairs of :data:`RATIOS` (each chunk size its own row)."""
+    out = {}
+    for bl, mode, ref in RATIOS:
+        r = times.get(ref, {}).get(f"{mode}_ms")
+        for name, t in times.items():
+            if (name == bl or name.startswith(bl + "_C")) and isinstance(r, float) and isinstance(
+                    t.get(f"{mode}_ms"), float):
+                out[f"{name} {mode} / {ref} {mode}"] = t[f"{mode}_ms"] / r
+    return out
+
+
+def table(result) -> str:
+    ops = result["ops"]
+    cols = [(o, mo) for o in ops for mo in ("fwd_ms", "fwdbwd_ms")]
+    f = lambda x: f"{x:.3f}" if isinstance(x, float) else "—"  # noqa: E731
+    lines = ["| shape | " + " | ".join(f"{o} {mo[:-3]}" for o, mo in cols) + " |",
+             "| --- |" + " --- |" * len(cols)]
+    tail = []
     for name, e in result["shapes"].items():
-        t = e.get("times_default", {})
-        tt = e.get("times_tuned", {})
-        best = min([v for v in (t.get("bl_fwd"), tt.get("bl_fwd")) if isinstance(v, float)], default=None)
-        bestfb = min([v for v in (t.get("bl_fwdbwd"), tt.get("bl_fwdbwd")) if isinstance(v, float)],
-                     default=None)
-        lines.append(f"| {name} | {f(t.get('bl_fwd'))} | {f(tt.get('bl_fwd'))} | {f(bestfb)} | "
-                     f"{f(t.get('fla_fused_recurrent_delta_fwd'))} | {f(t.get('fla_chunk_delta_fwd'))} | "
-                     f"{f(t.get('fla_chunk_gdn_fwd'))} | {f(t.get('fla_chunk_delta_fwdbwd'))} | "
-                     f"{f(t.get('naive_fwd_extrapolated'))} |")
-        fr = t.get("fla_fused_recurrent_delta_fwd")
-        if isinstance(fr, float) and best:
-            ratios.append(f"{name}: BL fwd / fla fused_recurrent fwd = {best / fr:.2f}")
-        fc = t.get("fla_chunk_delta_fwdbwd")
-        if isinstance(fc, float) and bestfb:
-            ratios.append(f"{name}: BL fwd+bwd / fla chunk fwd+bwd = {bestfb / fc:.2f}")
-    return "\n".join(lines + [""] + ratios)
+        lines.append(f"| {name} | " + " | ".join(f(e["times"].get(o, {}).get(mo)) for o, mo in cols) + " |")
+        tail += [f"{name}: {k} = {v:.2f}" for k, v in e.get("ratios", {}).items()]
+        bad = [o for o, c in e["check"].items() if not check_ok(c)]
+        if bad:
+            tail.append(f"{name}: CHECK FAILED for {', '.join(bad)}")
+    return "\n".join(lines + [""] + tail)
+
+
+def check_ok(c: dict) -> bool:
+    return ("error" not in c and c["nan_free"] and c["grad_nan_free"] and c["fwd_o"] < 1e-3
+            and all(v < 1e-2 for k, v in c.items() if k.startswith("grad_") and isinstance(v, float)))
+
+
+# -- the command line (``assocmem gpu bench``; assocmem/commands/gpu.py registers it) -----------------
+def _config_items(cls):
+    """An argparse type: ``KEY=VALUE,…`` → an instance of the config dataclass ``cls`` (integers read as such)."""
+    import argparse
+
+    def parse(text: str):
+        fields = {}
+        for part in (p.strip() for p in text.split(",")):
+            key, eq, val = part.partition("=")
+            if not eq or not key.strip() or not val.strip():
+                raise argparse.ArgumentTypeError(f"expected KEY=VALUE items (got {part!r})")
+            if key.strip() in fields:
+                raise argparse.ArgumentTypeError(f"{key.strip()} is given twice")
+            val = val.strip()
+            fields[key.strip()] = int(val) if val.lstrip("-").isdigit() else None if val == "None" else val
+        try:
+            return cls(**fields)
+        except TypeError:
+            unknown = sorted(set(fields) - set(cls.__dataclass_fields__))
+            raise argparse.ArgumentTypeError(f"unknown field {unknown[0]!r} (fields: "
+                                             f"{', '.join(cls.__dataclass_fields__)})") from None
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parse.__name__ = cls.__name__
+    return parse
+
+
+def add_arguments(p):
+    from assocmem.cli import Items
+
+    from .config import BACKWARDS, ChunkConfig, FusedConfig
+
+    p.add_argument("--shapes", type=Items(SHAPES, what="shape"), default=DEFAULT_SHAPES,
+                   help="comma list of shapes (B, T, H, D, m): " + ", ".join(f"{n} {s}" for n, s in SHAPES.items())
+                   + " (default S1,S2,S3,S4)")
+    p.add_argument("--ops", type=Items(("fused", "chunk", "fla"), what="op"), default=("fused", "chunk", "fla"),
+                   help="comma list of fused (fused_recurrent_bl), chunk (chunk_bl), fla (fla's delta-rule ops)")
+    p.add_argument("--modes", type=Items(MODES, what="mode"), default=MODES, help="comma list of fwd, fwdbwd")
+    p.add_argument("--chunk-sizes", type=Items(("16", "32", "64"), int, what="chunk size"), default=(16,),
+                   help="comma list of chunk_bl's chunk sizes, of 16, 32, 64 (default 16, the fastest)")
+    p.add_argument("--backward", choices=BACKWARDS, default="auto", help="chunk_bl's backward (default auto)")
+    p.add_argument("--fused-config", type=_config_items(FusedConfig), default=None, metavar="KEY=VALUE,...",
+                   help=f"launch parameters of fused_recurrent_bl ({', '.join(FusedConfig.__dataclass_fields__)})")
+    p.add_argument("--chunk-config", type=_config_items(ChunkConfig), default=None, metavar="KEY=VALUE,...",
+                   help=f"launch parameters of chunk_bl ({', '.join(ChunkConfig.__dataclass_fields__)})")
+    p.add_argument("--drift", action="store_true", help="also the fp32 drift over 1e5 tokens (minutes)")
+    p.add_argument("--out", default=None,
+                   help=f"write the JSON here (default {DEFAULT_OUT}; the folder of a path you give must exist)")
+
+
+def run_args(args) -> int:
+    from assocmem.outputs import output_file
+
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if args.out is not None or cuda:    # a path the user typed is checked first (the probe leaves nothing)
+        out = output_file("--out", DEFAULT_OUT if args.out is None else args.out, parents=args.out is None)
+    if not cuda:
+        raise ValueError("no CUDA device: the benchmark times compiled kernels (on a CPU the same kernels are "
+                         "checked by the test suite: python3 -m pytest -m gpu)")
+    res = run(args.shapes, args.ops, args.modes, args.chunk_sizes, args.backward, args.fused_config,
+              args.chunk_config, args.drift, out=str(out))
+    print(f"JSON written to {out}")
+    bad = [f"{n}/{o}" for n, e in res["shapes"].items() for o, c in e["check"].items() if not check_ok(c)]
+    if bad:
+        print(f"correctness check failed on {', '.join(bad)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv=None) -> int:
@@ -512,43 +386,6 @@ def main(argv=None) -> int:
     add_arguments(p)
     p.set_defaults(func=run_args)
     return dispatch(p, argv)
-
-
-DEFAULT_OUT = "runs/gpu_bench.json"
-
-
-def add_arguments(p):
-    from assocmem.cli import Items
-
-    p.add_argument("--shapes", type=Items(SHAPES, what="shape"), default=None,
-                   help="comma list of S1,S2,S3,S4,tiny (default S1,S2,S3,S4 on a GPU; tiny on a CPU, "
-                        "the only shape the Triton interpreter runs)")
-    p.add_argument("--out", default=None,
-                   help=f"write the JSON here (default {DEFAULT_OUT}; the folder of a path you give must exist)")
-    p.add_argument("--no-sweep", action="store_true", help="skip the launch-parameter sweep (GPU only)")
-    p.add_argument("--no-drift", action="store_true", help="skip the long-sequence fp32 drift study (GPU only)")
-    p.add_argument("--no-fla", action="store_true", help="skip the fla baselines (GPU only)")
-
-
-def run_args(args) -> int:
-    import torch
-
-    from assocmem.outputs import output_file
-
-    shapes = args.shapes or (("S1", "S2", "S3", "S4") if torch.cuda.is_available() else ("tiny",))
-    if not torch.cuda.is_available():
-        _cpu_shapes(shapes)
-    out = output_file("--out", DEFAULT_OUT if args.out is None else args.out, parents=args.out is None)
-    res = run(shapes, out=str(out), do_sweep=not args.no_sweep, do_drift=not args.no_drift,
-              with_fla=not args.no_fla)
-    print(f"JSON written to {out}")
-    bad = [n for n, e in res["shapes"].items()
-           if "check" not in e or not e["check"]["nan_free"] or not e["check"]["grad_nan_free"]
-           or e["check"]["fwd_o"] > 1e-3]
-    if bad:
-        print(f"correctness check failed on {bad}", file=sys.stderr)
-        return 1
-    return 0
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@ r"""``fused_recurrent_bl``: the token-by-token BL filter as a differentiable tor
 
 Forward (BL Prop. 1, Eqs. 9-13, p.4; grouped noise App. D): see
 :mod:`assocmem.gpu.naive` for the recurrence.  The Triton kernels are in
-:mod:`assocmem.gpu._kernels`; this module allocates, launches and assembles.
+:mod:`assocmem.gpu._fused_recurrent_kernels`; this module allocates, launches and assembles.
 
 Backward: reverse-time adjoints.  Write ``w_t = β_t u_t``, ``e_t`` the
 innovation, ``Ā_t = diag(α_t)``; ``G_t = ∂L/∂M_t`` and ``H_t`` the symmetric
@@ -24,77 +24,55 @@ identities ``Σ_j ∂L/∂M̄_ij M̄_ij = (rowsum(G ⊙ M))`` telescoped over ti
 ``∂L/∂g_t = Σ_{s≥t} [q_s⊙dq_s − Σ_groups w_s⊙dw_s + k_s⊙dk^{mean}_s
 + Σ_groups (z_s + k_s⊙x_s)] + rowsum(dM_T ⊙ M_T) + Σ_groups 2 rowsum(sym(dP_T) ⊙ P_T)``
 
-with ``x_s = P̄_s du_s``, ``z_s = 2β u⊙c + du⊙u − 2ℓ²(diag H + du⊙k)`` (derivation
-in docs/gpu.md); ``∂L/∂α = (∂L/∂g)/α``, so gradients with respect to ``α``
+with ``x_s = P̄_s du_s``, ``z_s = 2β u⊙c + du⊙u − 2ℓ²(diag H + du⊙k)``;
+``∂L/∂α = (∂L/∂g)/α``, so gradients with respect to ``α``
 need ``α ≠ 0`` (pass ``g=`` to train strong forgetting).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
-from ._dispatch import kernels, mode_for
-from ._inputs import check_inputs
+from ._dispatch import kernels
+from ._launch import _empty, _pow2, decays, enter, final_state, initial_states
+from .config import FusedConfig
 from .naive import naive_bl
 
-# Tests and the benchmark set this to fill every kernel output with NaN before
-# the kernels run, so that an element a kernel forgets to write fails.
-POISON = False
-# the covariance pass holds P (D×D fp32) in one program's registers
-MAX_D = 128
+def default_config(D: int, m: int, G: int, BH: int = 0) -> FusedConfig:
+    """The launch parameters by shape (``BH``: batch × heads; 0 for the interpreter, which runs
+    programs one after another and so wants few, large ones).
 
+    * mean pass: one warp per block of ``BV`` value columns, as fla's fused recurrent kernels:
+      with ``D`` on the 32 lanes every reduction and every per-token vector stays inside the
+      warp.  The pass is latency-bound, so ``BV`` is the largest of 16, 8, 4 that still gives
+      about 2048 programs (warps) to hide latency; with groups it divides ``m/G``.
+    * covariance pass: the whole ``D×D`` matrix in one program; 8 warps for ``32 < D ≤ 128``,
+      one for ``D ≤ 32``.
 
-def _empty(shape, dtype, device):
-    if POISON:
-        return torch.full(shape, float("nan"), dtype=dtype, device=device)
-    return torch.empty(shape, dtype=dtype, device=device)
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(0, (int(n) - 1).bit_length())
-
-
-def default_config(D: int, m: int, G: int, T: int = 0, BH: int = 0) -> dict:
-    """Launch parameters (block sizes and warps), by shape.
-
-    From the H200 sweep in ``benchmarks/h200_fused_recurrent.json`` (each pass
-    timed alone):
-
-    * mean pass: one warp per block of ``BV`` value columns (as fla's fused
-      recurrent kernels): with ``D`` on the 32 lanes every reduction and every
-      per-token vector stays inside the warp.  The pass is latency-bound, so
-      ``BV`` is the largest of 16, 8, 4 that still gives about 2048 programs
-      (warps) to hide latency: at S1 ``BV=4`` ran in 1.27 ms against 2.46 ms
-      for ``BV=16``; at S2 ``BV=8`` 2.81 ms, ``BV=4`` 3.07 ms.  ``BV`` divides
-      the group width ``m/G`` so that a program serves one noise group.
-    * covariance pass: the whole ``D×D`` matrix in one program; 8 warps at
-      ``D = 64`` (2.51 ms at S1 against 3.09 ms with 4 and 2.57 ms with 16) and
-      at ``D = 128`` (5.0 ms at S2 against 9.8 ms with 4 and 5.6 ms with 16),
-      one warp for ``D ≤ 32``.
+    These are the best settings of the H200 launch sweep.
     """
     BD = _pow2(D)
     mg = m // G
     low = mg & (-mg)                       # largest power of two dividing m/G
-    cap = min(16, _pow2(m)) if G == 1 else min(16, low)
-    BV = cap
+    BV = min(16, _pow2(m)) if G == 1 else min(16, low)
     while BV > 4 and BH and BH * -(-m // BV) < 2048:
         BV //= 2
-    mean_warps = 1 if BV * BD <= 4096 else 2
-    cov_warps = 1 if BD <= 32 else 8 if BD <= 128 else 16
-    return {"BD": BD, "BV": BV, "cov_warps": cov_warps, "mean_warps": mean_warps}
+    return FusedConfig(BV=BV, cov_warps=1 if BD <= 32 else 8 if BD <= 128 else 16,
+                       mean_warps=1 if BV * BD <= 4096 else 2)
 
 
-def _launch_cfg(D, m, G, T, BH, override, interpret=False):
-    # the interpreter runs programs one after another: fewer, larger blocks there
-    cfg = default_config(D, m, G, T, 0 if interpret else BH)
-    if override:
-        cfg.update(override)
-    mg = m // G
-    BV = int(cfg["BV"])
-    if BV & (BV - 1) or BV < 1:
-        raise ValueError(f"config BV must be a power of two (got {BV})")
-    if G > 1 and mg % BV:
-        raise ValueError(f"config BV={BV} must divide the group width m/G={mg}")
-    cfg["NV"] = -(-m // BV)
+def resolve_config(config, D, m, G, BH, interpret) -> FusedConfig:
+    """``config`` (a :class:`FusedConfig` or None) with its unset fields taken from :func:`default_config`."""
+    if config is None:
+        config = FusedConfig()
+    elif not isinstance(config, FusedConfig):
+        raise ValueError(f"config must be a FusedConfig or None (got {type(config).__name__})")
+    base = default_config(D, m, G, 0 if interpret else BH)
+    cfg = replace(config, **{f: getattr(base, f) for f in ("BV", "cov_warps", "mean_warps")
+                             if getattr(config, f) is None})
+    if G > 1 and (m // G) % cfg.BV:
+        raise ValueError(f"config.BV={cfg.BV} must divide the group width m/G={m // G}")
     return cfg
 
 
@@ -111,17 +89,18 @@ def _forward(K, q, k, v, l2, r2, a, M0t, P0, cfg, need_e):
     u = _empty((B, T, H, G, D), f32, dev)
     beta = _empty((B, T, H, G), f32, dev)
     PT = _empty((B, H, G, D, D), f32, dev)
+    BD, BV = _pow2(D), cfg.BV
+    NV = -(-m // BV)
     K.cov_fwd_kernel[(B * H * G,)](
         k, a if a is not None else dummy, l2, r2, P0, u, beta, PT, T,
-        H=H, G=G, D=D, BD=cfg["BD"], HAS_ALPHA=a is not None, num_warps=cfg["cov_warps"])
+        H=H, G=G, D=D, BD=BD, HAS_ALPHA=a is not None, num_warps=cfg.cov_warps)
     o = _empty((B, T, H, m), v.dtype, dev)
     e = _empty((B, T, H, m), f32, dev) if need_e else dummy
     MTt = _empty((B, H, m, D), f32, dev)
-    NV = cfg["NV"]
     K.mean_fwd_kernel[(B * H * NV,)](
         q, k, v, a if a is not None else dummy, u, beta, M0t, o, e, MTt, T,
-        H=H, G=G, D=D, M=m, MG=m // G, BD=cfg["BD"], BV=cfg["BV"], NV=NV,
-        HAS_ALPHA=a is not None, STORE_E=need_e, num_warps=cfg["mean_warps"])
+        H=H, G=G, D=D, M=m, MG=m // G, BD=BD, BV=BV, NV=NV,
+        HAS_ALPHA=a is not None, STORE_E=need_e, num_warps=cfg.mean_warps)
     return o, MTt, PT, u, beta, e
 
 
@@ -135,7 +114,8 @@ def _backward(K, q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, 
     dev = q.device
     f32 = torch.float32
     dummy = torch.zeros(1, dtype=f32, device=dev)
-    NV, BV, BD = cfg["NV"], cfg["BV"], cfg["BD"]
+    BD, BV = _pow2(D), cfg.BV
+    NV = -(-m // BV)
     NTOK = B * T * H
     do = do.contiguous()
     has_a = a is not None
@@ -144,8 +124,8 @@ def _backward(K, q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, 
     dM0t = _empty((B, H, m, D), f32, dev)
     # value blocks add their parts of dw, dq, dk atomically into one buffer each (``bwd_reduce =
     # "atomic"``, the default) or write per-block partials [NV, B, T, H, D] summed here
-    # (``"partials"``: deterministic, NV times the memory: 3.2 of the 4.1 GB peak at S1)
-    atomic = NV > 1 and cfg.get("bwd_reduce", "atomic") == "atomic"
+    # (``"partials"``: deterministic, NV times the memory)
+    atomic = NV > 1 and cfg.bwd_reduce == "atomic"
     if atomic:
         dw = torch.zeros((B, T, H, G, D), dtype=f32, device=dev)
     elif NV == 1:                                  # one block (so G = 1): a plain store
@@ -156,7 +136,7 @@ def _backward(K, q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, 
         q, k, a if has_a else dummy, u, beta, e, do, dMTt,
         de, dw, dM0t, T, NTOK,
         H=H, G=G, D=D, M=m, MG=mg, BD=BD, BV=BV, NV=NV,
-        HAS_ALPHA=has_a, ATOMIC=atomic, num_warps=cfg["mean_warps"])
+        HAS_ALPHA=has_a, ATOMIC=atomic, num_warps=cfg.mean_warps)
     if not (NV == 1 or atomic):
         if G == 1:
             dw = dw.sum(0)[:, :, :, None, :]
@@ -172,12 +152,12 @@ def _backward(K, q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, 
     dP0 = _empty((B, H, G, D, D), f32, dev)
     K.cov_bwd_rev_kernel[(B * H * G,)](
         k, a if has_a else dummy, l2, u, beta, dw, dPT, du, z, dPd, ds, dP0, T,
-        H=H, G=G, D=D, BD=BD, HAS_ALPHA=has_a, num_warps=cfg["cov_warps"])
+        H=H, G=G, D=D, BD=BD, HAS_ALPHA=has_a, num_warps=cfg.cov_warps)
 
     x = _empty((B, T, H, G, D), f32, dev)
     K.cov_bwd_fwd_kernel[(B * H * G,)](
         a if has_a else dummy, l2, P0, u, beta, du, x, T,
-        H=H, G=G, D=D, BD=BD, HAS_ALPHA=has_a, num_warps=cfg["cov_warps"])
+        H=H, G=G, D=D, BD=BD, HAS_ALPHA=has_a, num_warps=cfg.cov_warps)
     if atomic:
         dq = torch.zeros((B, T, H, D), dtype=f32, device=dev)
         dk_mean = torch.zeros((B, T, H, D), dtype=f32, device=dev)
@@ -191,7 +171,7 @@ def _backward(K, q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, 
         a if has_a else dummy, u, beta, e, de, do, M0t, dq, dk_mean,
         T, NTOK,
         H=H, G=G, D=D, M=m, MG=mg, BD=BD, BV=BV, NV=NV,
-        HAS_ALPHA=has_a, ATOMIC=atomic, num_warps=cfg["mean_warps"])
+        HAS_ALPHA=has_a, ATOMIC=atomic, num_warps=cfg.mean_warps)
 
     dl2 = dPd.sum((-1, -2))
     if not (NV == 1 or atomic):
@@ -209,25 +189,12 @@ def _backward(K, q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, 
     return dq, dk, de, dl2, ds, dg, dM0t, dP0
 
 
-def _prepare_states(x, B, H, D, m, G, dev):
-    """Initial mean (transposed, ``[B, H, m, D]``) and covariance ``[B, H, G, D, D]`` as kernel inputs."""
-    if x.M0 is None:
-        M0t = torch.zeros(B, H, m, D, dtype=torch.float32, device=dev)
-        P0 = (x.p0 * torch.eye(D, dtype=torch.float32, device=dev)).expand(B, H, G, D, D).contiguous()
-    else:
-        M0t = x.M0.transpose(-1, -2)
-        P0 = x.P0
-    return M0t, P0
-
-
 class _BLFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, l2, r2, dec, M0t, P0, log_alpha, interpret, cfg):
         K = kernels(interpret)
         q, k, v, l2, r2 = (t.contiguous() for t in (q, k, v, l2, r2))
-        a = None
-        if dec is not None:
-            a = (torch.exp(dec.float()) if log_alpha else dec).contiguous()
+        a = decays(dec, log_alpha)
         M0c, P0c = M0t.contiguous(), P0.contiguous()
         need_grad = any(ctx.needs_input_grad[:8])
         o, MTt, PT, u, beta, e = _forward(K, q, k, v, l2, r2, a, M0c, P0c, cfg, need_grad)
@@ -279,7 +246,7 @@ def bl_backward(q, k, l2, a, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, meta, 
 
 
 def fused_recurrent_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
-                       *, g=None, validate: bool = True, config: dict | None = None, write_mask=None):
+                       *, g=None, validate: bool = True, config: FusedConfig | None = None, write_mask=None):
     r"""The Bayesian Layer, token by token, as a differentiable op (fla conventions).
 
     Parameters
@@ -293,7 +260,7 @@ def fused_recurrent_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, 
     p0 : prior scale (``P_0 = p0 I``, ``M_0 = 0``) when ``initial_state`` is None.
     initial_state : ``(M [B, H, D, m], P [B, H, D, D])`` (``P [B, H, G, D, D]`` with groups).
     validate : check values (finite, signs, PSD) at the cost of a device sync.
-    config : override launch parameters (see :func:`default_config`).
+    config : launch parameters (:class:`FusedConfig`; None: :func:`default_config`).
     write_mask : bool ``[B, T, H]`` (None: every token writes).  A token with
         False is a missing observation: decay and process noise apply, the
         update does not, the read-out still happens (see :mod:`._inputs`).
@@ -301,34 +268,27 @@ def fused_recurrent_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, 
     Returns ``(o [B, T, H, m], final_state or None)``; ``o_t = M_tᵀ q_t`` after
     the update at ``t``, in ``v``'s dtype; the state is float32.
 
-    CUDA tensors run the compiled Triton kernels, CPU tensors with
+    CUDA tensors run the compiled Triton kernels (``D ≤ 128``), CPU tensors with
     ``TRITON_INTERPRET=1`` the same kernels interpreted, other CPU tensors
     :func:`naive_bl`.
     """
-    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate, write_mask=write_mask)
-    mode = mode_for(x.q.device)
+    x, mode = enter("fused_recurrent_bl", q, k, v, l2, r2, alpha, p0, initial_state, g=g, validate=validate,
+                    write_mask=write_mask)
     if mode == "naive":
         return naive_bl(q, k, v, l2, r2, alpha, p0, initial_state, output_final_state, g=g,
                         validate=False, write_mask=write_mask)
-    if validate and x.alpha is not None and not x.log_alpha and x.alpha.requires_grad \
-            and bool((x.alpha == 0).any()):
-        raise ValueError("alpha has exact zeros: its gradient is computed as dL/dlog(alpha) / alpha; "
-                         "pass the log-decay as g= instead")
     B, T, H, D, m = x.dims
-    if D > MAX_D:
-        raise ValueError(f"q/k head dimension D={D} is above {MAX_D}: the kernel keeps the D×D covariance "
-                         "in one program's registers; use chunk_bl or naive_bl")
-    cfg = _launch_cfg(D, m, x.G, T, B * H, config, mode == "interpret")
-    M0t, P0 = _prepare_states(x, B, H, D, m, x.G, x.q.device)
-    o, MTt, PT = _BLFunction.apply(x.q, x.k, x.v, x.l2, x.r2, x.alpha, M0t, P0, x.log_alpha,
+    cfg = resolve_config(config, D, m, x.G, B * H, mode == "interpret")
+    M0, P0 = initial_states(x)
+    o, MTt, PT = _BLFunction.apply(x.q, x.k, x.v, x.l2, x.r2, x.alpha, M0.transpose(-1, -2), P0, x.log_alpha,
                                    mode == "interpret", cfg)
     if not output_final_state:
         return o, None
-    return o, (MTt.transpose(-1, -2), PT if x.grouped else PT[:, :, 0])
+    return o, final_state(x, MTt.transpose(-1, -2), PT)
 
 
 def fused_recurrent_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, *, g=None,
-                             validate: bool = True, config: dict | None = None, write_mask=None):
+                             validate: bool = True, config: FusedConfig | None = None, write_mask=None):
     """Forward only, also returning the kernel's per-token filter quantities.
 
     Returns ``(o, (M_T, P_T), u [B, T, H, G, D], beta [B, T, H, G])``; the
@@ -336,18 +296,14 @@ def fused_recurrent_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=
     (``bl.collision_table``'s triton layer).  Needs a Triton mode (GPU or
     ``TRITON_INTERPRET=1``).
     """
-    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate, write_mask=write_mask)
-    mode = mode_for(x.q.device)
-    if mode == "naive":
-        raise ValueError("fused_recurrent_bl_trace needs CUDA tensors or TRITON_INTERPRET=1")
+    x, mode = enter("fused_recurrent_bl_trace", q, k, v, l2, r2, alpha, p0, initial_state, g=g,
+                    validate=validate, write_mask=write_mask, needs_kernels=True)
     B, T, H, D, m = x.dims
-    cfg = _launch_cfg(D, m, x.G, T, B * H, config, mode == "interpret")
-    a = None
-    if x.alpha is not None:
-        a = (torch.exp(x.alpha.float()) if x.log_alpha else x.alpha).contiguous()
-    M0t, P0 = _prepare_states(x, B, H, D, m, x.G, x.q.device)
+    cfg = resolve_config(config, D, m, x.G, B * H, mode == "interpret")
+    M0, P0 = initial_states(x)
     with torch.no_grad():
         o, MTt, PT, u, beta, _ = _forward(
             kernels(mode == "interpret"), x.q.contiguous(), x.k.contiguous(), x.v.contiguous(),
-            x.l2.contiguous(), x.r2.contiguous(), a, M0t.contiguous(), P0.contiguous(), cfg, False)
-    return o, (MTt.transpose(-1, -2), PT if x.grouped else PT[:, :, 0]), u, beta
+            x.l2.contiguous(), x.r2.contiguous(), decays(x.alpha, x.log_alpha),
+            M0.transpose(-1, -2).contiguous(), P0.contiguous(), cfg, False)
+    return o, final_state(x, MTt.transpose(-1, -2), PT), u, beta

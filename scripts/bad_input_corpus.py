@@ -123,10 +123,14 @@ def corpus():
     for v in ("/proc/figs", "", "exists.txt", "exists.txt/sub", "/sys/figs"):
         add("--out", "figures", "--only", "bl_fig3a", "--out", v)
     # -- gpu bench --------------------------------------------------------
-    for v in ("S1", "", "S9", ",", "tiny,S2"):
+    for v in ("", "S9", ",", "tiny,S9"):
         add("--shapes", "gpu", "bench", "--shapes", v)
     for v in ("/proc/b.json", "", "adir", "missing/dir/b.json", "exists.txt/b.json"):
-        add("--out", "gpu", "bench", "--shapes", "tiny", "--no-drift", "--out", v)
+        add("--out", "gpu", "bench", "--shapes", "tiny", "--out", v)
+    for v in ("48", "16,16", ""):
+        add("--chunk-sizes", "gpu", "bench", "--chunk-sizes", v)
+    for v in ("BV=8", "super_chunks=2", "BV"):
+        add("--chunk-config", "gpu", "bench", "--chunk-config", v)
     # -- gpu train --------------------------------------------------------
     add("task", "gpu", "train")
     add("task", "gpu", "train", "nope", "--model", "bl")

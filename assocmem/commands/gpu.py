@@ -19,12 +19,12 @@ def register(sub) -> None:
                        description="Tools of the GPU layer (torch + Triton).")
     gsub = p.add_subparsers(dest="gpu_command", metavar="SUBCOMMAND", parser_class=type(p))
     b = gsub.add_parser(
-        "bench", help="check the BL kernels against float64 and time them (vs fla) on S1-S4",
-        description="Build the Triton kernels, check them against float64 naive_bl on fresh random inputs "
-                    "(outputs poisoned with NaN), sweep launch parameters, time forward and forward+backward "
-                    "against fla 0.6 (when importable), measure fp32 drift over 1e5 steps, and write one JSON. "
-                    "On a CPU only the 'tiny' shape runs, through the Triton interpreter: the checks, no timings "
-                    "(the JSON goes to runs/gpu_bench.json unless --out says otherwise).")
+        "bench", help="check the BL kernels against float64 and time them against fla (needs CUDA)",
+        description="Check fused_recurrent_bl and chunk_bl against float64 naive_bl on fresh random inputs "
+                    "(kernel outputs poisoned with NaN, every gradient), time forward and forward+backward "
+                    "with triton.testing.do_bench beside fla's delta-rule ops (when importable), optionally "
+                    "measure the fp32 drift over 1e5 tokens, and write one JSON (runs/gpu_bench.json unless "
+                    "--out says otherwise).  Needs a CUDA device.")
     from assocmem.gpu.bench import add_arguments
 
     add_arguments(b)

@@ -158,8 +158,13 @@ SPECS = {
         "--out": bad_dir(),
         "--only": st.sampled_from(["", "nope", "bl_fig3a bl_fig3a", "BL_FIG3A"]),
     }),
-    "gpu bench": (["gpu", "bench", "--no-drift", "--no-sweep", "--no-fla"], {
+    "gpu bench": (["gpu", "bench", "--shapes", "tiny", "--ops", "fused"], {
         "--shapes": list_bad(("S1", "S2", "S3", "S4", "tiny"), st.sampled_from(["S5", "tiny,S9", "s1"])),
+        "--ops": list_bad(("fused", "chunk", "fla"), st.sampled_from(["recurrent", "fused,fla2", "FLA"])),
+        "--modes": list_bad(("fwd", "fwdbwd"), st.sampled_from(["bwd", "fwd,both"])),
+        "--chunk-sizes": list_bad(("16", "32", "64"), st.sampled_from(["8", "48", "16,128", "1e9", "-16"])),
+        "--chunk-config": st.sampled_from(["", "BV", "BV=8", "BV=16,BV=32", "super_chunks=2", "segments=0",
+                                           "cov_kernel=fast", "=3"]),
         "--out": bad_file(),
     }),
     "gpu train": (TRAIN, {
@@ -319,10 +324,3 @@ def test_contradictory_combinations_are_one_clean_line(cmd, scratch):
     for argv, flags in COMBOS[cmd]:
         _assert_clean(argv, flags, scratch)
 
-
-def test_bench_on_cpu_refuses_gpu_shapes(scratch):
-    torch = pytest.importorskip("torch")
-    if torch.cuda.is_available():
-        pytest.skip("checks the CPU refusal")
-    for shapes in ("S1", "tiny,S3"):
-        _assert_clean(["gpu", "bench", "--shapes", shapes], ("--shapes",), scratch)

@@ -90,8 +90,8 @@ def relerr():
 def interpret(monkeypatch):
     """Route CPU tensors through the Triton interpreter, with NaN-poisoned outputs."""
     pytest.importorskip("triton")
-    from assocmem.gpu import fused_recurrent as fr
+    from assocmem.gpu import _launch
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setattr(fr, "POISON", True)
-    return fr
+    monkeypatch.setattr(_launch, "POISON", True)
+    return _launch

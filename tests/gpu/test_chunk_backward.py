@@ -1,5 +1,6 @@
 """The backward of the BL ops: the value-block reduction of the token-by-token Triton
-backward (interpreter) and the chunked backward (``gpu/chunk_backward.py``).
+backward (interpreter), the chunked backward's torch reference (``chunk_backward_reference.py``
+beside this file) and its Triton kernels.
 
 References are autograd through float64 ``naive_bl`` / ``chunk_bl_torch`` (independent
 of the code under test: the chunked backward never calls autograd).
@@ -8,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from assocmem.gpu import chunk_bl, fused_recurrent_bl, naive_bl  # noqa: E402
+from assocmem.gpu import ChunkConfig, FusedConfig, chunk_bl, fused_recurrent_bl, naive_bl  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -42,13 +43,13 @@ def test_atomic_value_block_reduction_equals_partials(interpret, make_inputs, re
     x = make_inputs(1, 19, 2, 4, 8, G, alpha=True, init=True, seed=11 + G)
     w = torch.randn(1, 19, 2, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     ref = _autograd(naive_bl, x, w)
-    got = {r: _autograd(fused_recurrent_bl, x, w, config={"BV": 2, "bwd_reduce": r})
+    got = {r: _autograd(fused_recurrent_bl, x, w, config=FusedConfig(BV=2, bwd_reduce=r))
            for r in ("atomic", "partials")}
     for n in ref:
         assert relerr(got["partials"][n], got["atomic"][n]) < 1e-6, n
         assert relerr(ref[n], got["atomic"][n]) < 1e-5, n
     # the chunked op passes the choice through to the same backward
-    gc = _autograd(chunk_bl, x, w, chunk_size=16, config={"bwd_reduce": "partials"})
+    gc = _autograd(chunk_bl, x, w, chunk_size=16, backward="recurrent", config=ChunkConfig(bwd_reduce="partials"))
     for n in ref:
         assert relerr(ref[n], gc[n]) < 1e-5, n
 
@@ -58,8 +59,8 @@ def test_atomic_value_block_reduction_equals_partials(interpret, make_inputs, re
 # --------------------------------------------------------------------------
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
-from assocmem.gpu.chunk import chunk_bl_torch  # noqa: E402
-from assocmem.gpu.chunk_backward import chunk_bl_backward_torch, chunk_bl_torch_grad  # noqa: E402
+from assocmem.gpu.naive import chunk_bl_torch  # noqa: E402
+from chunk_backward_reference import chunk_bl_backward_torch, chunk_bl_torch_grad  # noqa: E402  (tests/gpu/)
 
 F64 = 1e-11           # relative RMS error allowed in float64 (measured ≤ 3e-15)
 
@@ -159,33 +160,6 @@ def test_chunked_backward_property(make_inputs, relerr, seed, T, C, D, G, decay,
         assert relerr(ref[n], got[n]) < 1e-9, n
 
 
-@pytest.mark.parametrize("B,T,H,D,m,G,C,decay,init", [c for c in CASES if c[7] != "signed"])
-def test_quotient_form_equals_product_form(make_inputs, relerr, B, T, H, D, m, G, C, decay, init):
-    """The kernels' quotient form (``R = γ_τ/γ_i``, no ``C×C×D`` tensors, padded chunks) equals the
-    product form in float64 (both against autograd: the test above)."""
-    from assocmem.gpu.chunk_backward import chunk_bl_backward_quotient_torch
-
-    x = _decays(make_inputs(B, T, H, D, m, G, alpha=decay != "none", init=init, seed=T + D), decay, T)
-    o, (MT, PT), (u, beta, e) = chunk_bl_torch(**x, chunk_size=C, output_final_state=True, return_saved=True)
-    if x["initial_state"] is None:
-        M0 = torch.zeros(B, H, D, m, dtype=torch.float64)
-        P0 = torch.eye(D, dtype=torch.float64).expand(B, H, G, D, D)
-    else:
-        M0, P0 = x["initial_state"]
-        P0 = P0 if P0.ndim == 5 else P0[:, :, None]
-    gen = torch.Generator().manual_seed(5)
-    do = torch.randn(o.shape, generator=gen, dtype=torch.float64)
-    dMT = torch.randn(MT.shape, generator=gen, dtype=torch.float64)
-    dPT = torch.randn(B, H, G, D, D, generator=gen, dtype=torch.float64)
-    ref = chunk_bl_backward_torch(x["q"], x["k"], x["l2"], x["alpha"], M0, P0, u, beta, e, do, dMT, dPT, C)
-    got = chunk_bl_backward_quotient_torch(x["q"], x["k"], x["v"], x["l2"], x["alpha"], M0, P0, u, beta, e,
-                                           do, dMT, dPT, C)
-    for r, g_ in zip(ref, got):
-        assert (r is None) == (g_ is None)
-        if r is not None:
-            assert relerr(r, g_) < F64
-
-
 # --------------------------------------------------------------------------
 # stage 2: the chunked backward's Triton kernels (interpreter), against float64 autograd
 # --------------------------------------------------------------------------
@@ -211,26 +185,16 @@ def _calls(monkeypatch):
     return calls
 
 
-# the sequential form on every case only with --runslow (CI time); the parallel one, the default, always
-KPARAMS = [pytest.param(*c, f, marks=[pytest.mark.slow] if f == "sequential" and i not in (1, 5) else [])
-           for i, c in enumerate(KCASES) for f in ("parallel", "sequential")]
-
-
-@pytest.mark.parametrize("B,T,H,D,m,G,C,decay,init,BV,form", KPARAMS)
+@pytest.mark.parametrize("B,T,H,D,m,G,C,decay,init,BV", KCASES)
 def test_chunked_backward_kernels_equal_float64_autograd(interpret, monkeypatch, make_inputs, relerr,
-                                                         B, T, H, D, m, G, C, decay, init, BV, form):
-    """``chunk_bl(config={"backward": "chunked"})``, every kernel buffer NaN-poisoned: every input's
-    gradient (final-state cotangents included) against autograd through float64 ``naive_bl``, in
-    both forms of the kernels (``bwd_form``: the whole chunk inside the reverse chains, or chains of
-    the adjoints alone and one program per chunk for the rest)."""
+                                                         B, T, H, D, m, G, C, decay, init, BV):
+    """``chunk_bl(backward="chunked")``, every kernel buffer NaN-poisoned: every input's gradient
+    (final-state cotangents included) against autograd through float64 ``naive_bl``."""
     calls = _calls(monkeypatch)
     x = _decays(make_inputs(B, T, H, D, m, G, alpha=decay != "none", init=init, seed=T + D), decay, T)
     w = torch.randn(B, T, H, m, generator=torch.Generator().manual_seed(T), dtype=torch.float64)
-    cfg = {"backward": "chunked", "bwd_form": form}
-    if BV:
-        cfg["bwd_BV"] = BV
     ref = _autograd(naive_bl, x, w)
-    got = _autograd(chunk_bl, x, w, chunk_size=C, config=cfg)
+    got = _autograd(chunk_bl, x, w, chunk_size=C, backward="chunked", config=ChunkConfig(bwd_BV=BV))
     assert calls == [1]                                    # the chunked kernels ran, not the fallback
     # fp32 error grows with C (the factor N = L⁻¹ of a longer chunk is less well conditioned):
     # on the weak-decay C = 64 case 1.1e-5 for dα and dP0 (token-by-token backward: 3.4e-6, 3e-7)
@@ -248,7 +212,7 @@ def test_chunked_backward_kernels_log_decay_bf16_and_fallback(interpret, monkeyp
     g = torch.log(x.pop("alpha"))
     w = torch.randn(1, 24, 1, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     grads = []
-    for fn, kw in ((naive_bl, {}), (chunk_bl, {"chunk_size": 16, "config": {"backward": "chunked"}})):
+    for fn, kw in ((naive_bl, {}), (chunk_bl, {"chunk_size": 16, "backward": "chunked"})):
         leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2")}
         gg = g.clone().requires_grad_(True)
         o, _ = fn(**leaves, g=gg, initial_state=x["initial_state"], **kw)
@@ -259,7 +223,7 @@ def test_chunked_backward_kernels_log_decay_bf16_and_fallback(interpret, monkeyp
     assert calls == [1]
     xb = {n: (t.to(torch.bfloat16) if n in ("q", "k", "v") else t) for n, t in x.items()}
     qb = xb["q"].clone().requires_grad_(True)
-    o, _ = chunk_bl(**{**xb, "q": qb}, g=g, chunk_size=16, config={"backward": "chunked"})
+    o, _ = chunk_bl(**{**xb, "q": qb}, g=g, chunk_size=16, backward="chunked")
     o.float().sum().backward()
     assert qb.grad.dtype == torch.bfloat16 and not torch.isnan(qb.grad.float()).any()
     assert calls == [1, 1]
@@ -267,7 +231,7 @@ def test_chunked_backward_kernels_log_decay_bf16_and_fallback(interpret, monkeyp
     x = make_inputs(1, 20, 1, 4, 4, alpha=True, seed=22)
     x["alpha"][:, 7] = 0.0
     ref = _autograd_noinit(naive_bl, x)
-    got = _autograd_noinit(chunk_bl, x, chunk_size=16, config={"backward": "chunked"})
+    got = _autograd_noinit(chunk_bl, x, chunk_size=16, backward="chunked")
     for n in ref:
         assert relerr(ref[n], got[n]) < FP32, n
     assert calls == [1, 1]                                 # not called for the zero decay
@@ -280,24 +244,13 @@ def _autograd_noinit(fn, x, **kw):
     return {n: t.grad for n, t in leaves.items()}
 
 
-def test_chunked_backward_bad_config(interpret, make_inputs):
+def test_chunked_backward_bad_arguments(interpret, make_inputs):
     x = make_inputs(1, 4, 1, 4, 4, alpha=True, seed=1)
     with pytest.raises(ValueError, match="backward"):
-        chunk_bl(**x, chunk_size=16, config={"backward": "sideways"})
-    leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "v")}
-    o, _ = chunk_bl(**{**x, **leaves}, chunk_size=16, config={"backward": "chunked", "bwd_form": "diagonal"})
-    with pytest.raises(ValueError, match="bwd_form"):
-        o.sum().backward()
-
-
-def test_chunked_backward_epilogue_kernel_equals_torch_form(interpret, make_inputs, relerr):
-    """The epilogue as one Triton pass (default) and as torch operations give the same gradients."""
-    x = make_inputs(1, 21, 1, 5, 4, 2, alpha=True, init=True, seed=8)
-    w = torch.randn(1, 21, 1, 4, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
-    a = _autograd(chunk_bl, x, w, chunk_size=16, config={"backward": "chunked"})
-    b = _autograd(chunk_bl, x, w, chunk_size=16, config={"backward": "chunked", "bwd_epilogue": "torch"})
-    for n in a:
-        assert relerr(b[n], a[n]) < 1e-6, n
+        chunk_bl(**x, chunk_size=16, backward="sideways")
+    for bad in ({"bwd_BV": 8}, {"bwd_warps": 3}, {"bwd_precision": "tf32"}):
+        with pytest.raises(ValueError, match=f"config.{next(iter(bad))}"):
+            ChunkConfig(**bad)
 
 
 def test_default_backward_choice(interpret, monkeypatch, make_inputs, relerr):
@@ -305,16 +258,15 @@ def test_default_backward_choice(interpret, monkeypatch, make_inputs, relerr):
     token-by-token ones at C = 64; ``"recurrent"`` forces the latter; all equal float64 autograd."""
     from assocmem.gpu.chunk import _use_chunked_backward
 
-    assert _use_chunked_backward({}, 64, 16) and _use_chunked_backward({}, 64, 32)
-    assert not _use_chunked_backward({}, 128, 16) and not _use_chunked_backward({}, 64, 64)
-    assert _use_chunked_backward({"backward": "chunked"}, 128, 64)
-    assert not _use_chunked_backward({"backward": "recurrent"}, 16, 16)
-    assert not _use_chunked_backward({"super_chunks": 2}, 16, 16)
+    assert _use_chunked_backward("auto", 64, 16) and _use_chunked_backward("auto", 64, 32)
+    assert not _use_chunked_backward("auto", 128, 16) and not _use_chunked_backward("auto", 64, 64)
+    assert _use_chunked_backward("chunked", 128, 64)
+    assert not _use_chunked_backward("recurrent", 16, 16)
     calls = _calls(monkeypatch)
     x = make_inputs(1, 19, 1, 6, 4, alpha=True, seed=31)
     ref = _autograd_noinit(naive_bl, x)
-    for C, cfg, n_calls in ((16, None, 1), (16, {"backward": "recurrent"}, 1), (64, None, 1), (32, None, 2)):
-        got = _autograd_noinit(chunk_bl, x, chunk_size=C, config=cfg)
+    for C, backward, n_calls in ((16, "auto", 1), (16, "recurrent", 1), (64, "auto", 1), (32, "auto", 2)):
+        got = _autograd_noinit(chunk_bl, x, chunk_size=C, backward=backward)
         for n in ref:
-            assert relerr(ref[n], got[n]) < FP32, (C, cfg, n)
-        assert len(calls) == n_calls, (C, cfg)
+            assert relerr(ref[n], got[n]) < FP32, (C, backward, n)
+        assert len(calls) == n_calls, (C, backward)

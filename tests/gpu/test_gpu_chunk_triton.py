@@ -4,7 +4,7 @@ Every kernel buffer is NaN-poisoned first (``interpret`` fixture).  References:
 the float64 numpy filter (``numerics.bl_filter``, an independent implementation),
 float64 ``naive_bl`` and the token-by-token kernel.  Shapes are tiny (the
 interpreter runs each program's loops in Python); the device run is
-``benchmarks/bench_chunk.py``.
+``assocmem gpu bench``.
 """
 import numpy as np
 import pytest
@@ -13,8 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from assocmem.gpu import chunk_bl, fused_recurrent_bl, naive_bl  # noqa: E402
-from assocmem.gpu.chunk import chunk_bl_trace  # noqa: E402
+from assocmem.gpu import ChunkConfig, chunk_bl, chunk_bl_trace, fused_recurrent_bl, naive_bl  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -58,7 +57,7 @@ def test_kernel_equals_numpy_filter_and_recurrences(interpret, make_inputs, nump
     if kernel == "auto" and C == 64:
         kernel = "matmul"                  # auto takes the row kernel at C = 64: test the quotient one too
     o_np, M_np, P_np, _ = numpy_reference(x)
-    o, (M, P) = chunk_bl(**x, chunk_size=C, output_final_state=True, config={"cov_kernel": kernel})
+    o, (M, P) = chunk_bl(**x, chunk_size=C, output_final_state=True, config=ChunkConfig(cov_kernel=kernel))
     assert not (torch.isnan(o).any() or torch.isnan(M).any() or torch.isnan(P).any())
     assert o.dtype == x["v"].dtype and M.dtype == torch.float32
     P_np = np.asarray(P_np) if G > 1 else np.asarray(P_np)
@@ -72,25 +71,6 @@ def test_kernel_equals_numpy_filter_and_recurrences(interpret, make_inputs, nump
     assert relerr(of, o) < FP32 and relerr(Pf, P) < FP32 and relerr(o_r, o) < FP32
 
 
-@pytest.mark.parametrize("B,T,H,D,m,G,C,decay,init,l2_zero", [CASES[0], CASES[2]])
-def test_quotient_kernel_timing_switches(interpret, make_inputs, numpy_reference, relerr,
-                                         B, T, H, D, m, G, C, decay, init, l2_zero):
-    """A register cap (``cov_maxnreg``, a launch option) leaves the values as they are;
-    ``cov_ldl=False`` (a timing diagnostic that skips the factorisation) really changes them,
-    so the benchmark's split of the time is between a correct and a cut-down kernel."""
-    x = _decays(make_inputs(B, T, H, D, m, G, alpha=True, init=init, seed=T + C + D), decay, T)
-    o_np, M_np, _, _ = numpy_reference(x)
-    cfg = {"cov_kernel": "matmul", "cov_maxnreg": 255, "mean_maxnreg": 128}
-    o, (M, P) = chunk_bl(**x, chunk_size=C, output_final_state=True, config=cfg)
-    assert relerr(o_np, o) < FP32 and relerr(M_np, M) < FP32
-    assert bool((P == P.transpose(-1, -2)).all())
-    o_bad, _ = chunk_bl(**x, chunk_size=C, config={**cfg, "cov_ldl": False})
-    assert relerr(o_np, o_bad) > 1e-3
-    for bad in (300, 8, 64.0, True):
-        with pytest.raises(ValueError, match="cov_maxnreg"):
-            chunk_bl(**x, chunk_size=C, config={"cov_maxnreg": bad})
-
-
 def test_segment_ranges():
     """The forward's segments cover the chunks in order, none empty; "auto" is one segment on a
     CPU, below 16 chunks and when the covariance programs fill more than half the SMs (S1, S2 on
@@ -100,16 +80,16 @@ def test_segment_ranges():
     for NT in (1, 2, 7, 16, 63, 128, 512):
         for S in ("auto", 1, 3, 8, 1000):
             for cuda in (False, True):
-                segs = _segments({"segments": S}, NT, cuda, 64, 132)
+                segs = _segments(S, NT, cuda, 64, 132)
                 assert segs[0][0] == 0 and segs[-1][1] == NT
                 assert all(a < b for a, b in segs) and all(segs[i][1] == segs[i + 1][0] for i in range(len(segs) - 1))
-    assert len(_segments({}, 512, False, 64, 132)) == 1 and len(_segments({}, 15, True, 64, 132)) == 1
-    assert len(_segments({}, 512, True, 64, 132)) == 8 and len(_segments({}, 24, True, 64, 132)) == 3
-    assert len(_segments({}, 128, True, 128, 132)) == 1 and len(_segments({}, 128, True, 66, 132)) == 8
-    assert all(b - a >= 8 for a, b in _segments({}, 100, True, 64, 132))
+    assert len(_segments("auto", 512, False, 64, 132)) == 1 and len(_segments("auto", 15, True, 64, 132)) == 1
+    assert len(_segments("auto", 512, True, 64, 132)) == 8 and len(_segments("auto", 24, True, 64, 132)) == 3
+    assert len(_segments("auto", 128, True, 128, 132)) == 1 and len(_segments("auto", 128, True, 66, 132)) == 8
+    assert all(b - a >= 8 for a, b in _segments("auto", 100, True, 64, 132))
     for bad in (0, -1, 2.0, True, "many"):
-        with pytest.raises(ValueError, match="segments"):
-            _segments({"segments": bad}, 8, True)
+        with pytest.raises(ValueError, match="config.segments"):
+            ChunkConfig(segments=bad)
 
 
 @pytest.mark.parametrize("kernel,segments,with_grads", [("matmul", 3, True), ("matmul", 100, False),
@@ -121,17 +101,17 @@ def test_segmented_forward_equals_one_launch(interpret, make_inputs, numpy_refer
     final states and the same u, β as one launch; the gradients through it too."""
     x = make_inputs(1, 70, 2, 8, 6, 2, alpha=True, init=True, seed=11)
     o_np, M_np, P_np, _ = numpy_reference(x)
-    cfg = {"cov_kernel": kernel, "segments": segments}
+    cfg = ChunkConfig(cov_kernel=kernel, segments=segments)
     o, (M, P) = chunk_bl(**x, chunk_size=16, output_final_state=True, config=cfg)
     assert relerr(o_np, o) < FP32 and relerr(M_np, M) < FP32
     assert relerr(np.asarray(P_np).reshape(P.shape), P) < FP32
-    _, _, u1, b1 = chunk_bl_trace(**x, chunk_size=16, config={"cov_kernel": kernel, "segments": 1})
+    _, _, u1, b1 = chunk_bl_trace(**x, chunk_size=16, config=ChunkConfig(cov_kernel=kernel, segments=1))
     _, _, u2, b2 = chunk_bl_trace(**x, chunk_size=16, config=cfg)
     assert torch.equal(u1, u2) and torch.equal(b1, b2)
     if not with_grads:
         return
     grads = []
-    for c in (cfg, {"cov_kernel": kernel, "segments": 1}):
+    for c in (cfg, ChunkConfig(cov_kernel=kernel, segments=1)):
         leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2", "alpha")}
         out, _ = chunk_bl(**{**x, **leaves}, chunk_size=16, config=c)
         out.square().sum().backward()
@@ -146,7 +126,7 @@ def test_write_direction_and_precision_equal_the_recurrence(interpret, make_inpu
     from assocmem.gpu import fused_recurrent_bl_trace
 
     x = make_inputs(1, 37, 2, 8, 4, 2, alpha=True, init=True, seed=3)
-    _, _, u, b = chunk_bl_trace(**x, chunk_size=16, config={"cov_kernel": kernel})
+    _, _, u, b = chunk_bl_trace(**x, chunk_size=16, config=ChunkConfig(cov_kernel=kernel))
     _, _, uf, bf = fused_recurrent_bl_trace(**x)
     assert u.shape == uf.shape and b.shape == bf.shape
     assert relerr(uf, u) < FP32 and relerr(bf, b) < FP32
@@ -242,8 +222,16 @@ def test_dispatch_and_bad_input(monkeypatch, make_inputs):
     bad = dict(x, l2=-x["l2"])
     with pytest.raises(ValueError, match="l2"):
         chunk_bl(**bad)
-    with pytest.raises(ValueError, match="cov_kernel"):
-        chunk_bl(**x, chunk_size=16, config={"cov_kernel": "fast"})
+    with pytest.raises(ValueError, match="config.cov_kernel"):
+        ChunkConfig(cov_kernel="fast")
+    for bad in ({"BV": 8}, {"bwd_BV": 24}, {"cov_warps": 5}, {"mean_precision": "tf32"},
+                {"bwd_precision": "fp16"}, {"bwd_reduce": "tree"}):
+        with pytest.raises(ValueError, match=f"config.{next(iter(bad))}"):
+            ChunkConfig(**bad)
+    with pytest.raises(ValueError, match="ChunkConfig"):
+        chunk_bl(**x, chunk_size=16, config={"cov_kernel": "rows"})
+    with pytest.raises(ValueError, match="backward"):
+        chunk_bl(**x, chunk_size=16, backward="sideways")
     with pytest.raises(ValueError, match="chunk_bl_trace"):
         monkeypatch.delenv("TRITON_INTERPRET")
         chunk_bl_trace(**x)
@@ -271,7 +259,7 @@ def test_covariance_kernel_choice(interpret):
 
     K = chunk_kernels(True)
     a = torch.full((1, 40, 1, 8), 0.9)
-    pick = lambda D, C, a=a, **kw: _cov_kernel(K, dict(default_chunk_config(D, D, 1, C), **kw), a, C)  # noqa: E731
+    pick = lambda D, C, a=a, **kw: _cov_kernel(K, ChunkConfig(**kw), a, C, D)  # noqa: E731
     assert pick(64, 16) == (K.chunk_cov_fwd_mm_kernel, 4)
     assert pick(64, 32) == (K.chunk_cov_fwd_mm_kernel, 8)
     assert pick(64, 64) == (K.chunk_cov_fwd_kernel, 8)
@@ -281,55 +269,5 @@ def test_covariance_kernel_choice(interpret):
     z[0, 3, 0, 2] = 0.0
     assert pick(64, 16, a=z) == (K.chunk_cov_fwd_kernel, 8)
     assert pick(64, 16, a=z, cov_kernel="matmul", cov_warps=2) == (K.chunk_cov_fwd_mm_kernel, 2)
-    assert default_chunk_config(128, 128, 1, 16)["mean_precision"] == "tf32x3"
-    assert default_chunk_config(64, 64, 1, 16)["mean_precision"] == "ieee"
-
-
-TWO_LEVEL = [  # (B, T, H, D, m, G, C, S, decay, init)
-    (1, 70, 2, 8, 4, 1, 16, 3, "weak", False),        # three super-chunks, the last one padded
-    (2, 50, 1, 6, 4, 2, 16, 4, "strong", True),       # grouped noise, initial states, D not a power of two
-    (1, 45, 1, 5, 4, 1, 32, 2, "signed_zeros", True),  # zero and negative decays: the row kernel inside
-    (1, 33, 1, 8, 8, 1, 16, 5, "none", False),        # S shrinks to 3 (no super-chunk of padding only)
-]
-
-
-@pytest.mark.parametrize("B,T,H,D,m,G,C,S,decay,init", TWO_LEVEL)
-def test_two_level_forward_equals_float64_filter(interpret, make_inputs, numpy_reference, relerr,
-                                                 B, T, H, D, m, G, C, S, decay, init):
-    """``config={"super_chunks": S}``: summaries from a known start, a float64 solve per
-    super-chunk, the passes rerun from the true starts — equal to the one-level kernels and
-    the float64 numpy filter, ``u, β`` included."""
-    x = _decays(make_inputs(B, T, H, D, m, G, alpha=decay != "none", init=init, seed=T + S), decay, T)
-    o_np, M_np, P_np, _ = numpy_reference(x)
-    o, (M, P) = chunk_bl(**x, chunk_size=C, output_final_state=True, config={"super_chunks": S})
-    assert not (torch.isnan(o).any() or torch.isnan(M).any() or torch.isnan(P).any())
-    assert relerr(o_np, o) < FP32 and relerr(M_np, M) < FP32
-    assert relerr(np.asarray(P_np).reshape(P.shape), P) < FP32
-    o1, _ = chunk_bl(**x, chunk_size=C)
-    assert relerr(o1, o) < FP32
-    _, _, u, b = chunk_bl_trace(**x, chunk_size=C, config={"super_chunks": S})
-    _, _, u1, b1 = chunk_bl_trace(**x, chunk_size=C)
-    assert relerr(u1, u) < FP32 and relerr(b1, b) < FP32
-
-
-def test_two_level_gradients_and_bad_config(interpret, make_inputs, relerr):
-    from assocmem.gpu.chunk_parallel import super_chunk_length
-
-    x = make_inputs(1, 40, 1, 4, 4, 1, alpha=True, init=True, seed=11)
-    w = torch.randn(1, 40, 1, 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
-    grads = []
-    for kw in ({}, {"config": {"super_chunks": 3}}):
-        leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2", "alpha")}
-        st0 = tuple(t.clone().requires_grad_(True) for t in x["initial_state"])
-        o, (M, P) = chunk_bl(**leaves, initial_state=st0, output_final_state=True, chunk_size=16, **kw)
-        ((o * w).sum() + (M * M).sum() + (P ** 2).sum()).backward()
-        grads.append([t.grad for t in leaves.values()] + [st0[0].grad, st0[1].grad])
-    for ref, got in zip(*grads):
-        assert relerr(ref, got) < 1e-4
-    assert super_chunk_length(40, 3, 16) == (3, 16)
-    assert super_chunk_length(33, 5, 16) == (3, 16)
-    assert super_chunk_length(100, 2, 32) == (2, 64)
-    assert super_chunk_length(10, 1, 16) == (1, 16)
-    for bad in (0, 2.0, True, "4"):
-        with pytest.raises(ValueError, match="super_chunks"):
-            chunk_bl(**x, chunk_size=16, config={"super_chunks": bad})
+    assert default_chunk_config(128, 128, 1).mean_precision == "tf32x3"
+    assert default_chunk_config(64, 64, 1).mean_precision == "ieee"

@@ -1,4 +1,4 @@
-"""``assocmem gpu bench`` on CPU (Triton interpreter, the 'tiny' shape)."""
+"""``assocmem gpu bench``: its arguments, the refusal without CUDA, and the harness on the CPU interpreter."""
 import json
 
 import pytest
@@ -17,29 +17,61 @@ def test_gpu_without_subcommand_is_usage_error(capsys):
     assert main(["gpu"]) == 2
 
 
-def test_bench_rejects_unknown_shape(capsys):
-    assert main(["gpu", "bench", "--shapes", "S9"]) == 2
-    err = capsys.readouterr().err
-    assert "--shapes" in err and "S9" in err and "Traceback" not in err
-
-
-def test_bench_tiny_on_cpu_interpreter(tmp_path, monkeypatch, capsys):
-    pytest.importorskip("torch")
-    pytest.importorskip("triton")
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+@pytest.mark.parametrize("argv,flag", [
+    (["--shapes", "S9"], "--shapes"), (["--ops", "fused,nope"], "--ops"), (["--modes", "bwd"], "--modes"),
+    (["--chunk-sizes", "48"], "--chunk-sizes"), (["--backward", "sideways"], "--backward"),
+    (["--chunk-config", "BV=8"], "--chunk-config"), (["--chunk-config", "super_chunks=4"], "--chunk-config"),
+    (["--fused-config", "cov_warps"], "--fused-config"), (["--out", "missing/b.json"], "--out")])
+def test_bench_bad_argument_is_one_line_naming_the_flag(tmp_path, monkeypatch, capsys, argv, flag):
     monkeypatch.chdir(tmp_path)
-    assert main(["gpu", "bench", "--shapes", "tiny"]) == 0
-    out = tmp_path / "runs" / "gpu_bench.json"             # the JSON is written by default
-    res = json.loads(out.read_text())
-    chk = res["shapes"]["tiny"]["check"]
-    assert chk["nan_free"] and chk["grad_nan_free"]
-    assert chk["fwd_o"] < 1e-5 and chk["grad_k"] < 1e-4
-    import torch
+    assert main(["gpu", "bench", *argv]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and flag in err and "Traceback" not in err
+    assert not list(tmp_path.iterdir())
 
-    if torch.cuda.is_available():
-        return
-    assert res["provenance"]["device"].startswith("cpu")
-    # the interpreter's run times are not kernel timings: none reported
-    assert "times_default" not in res["shapes"]["tiny"] and "no timings" in res["shapes"]["tiny"]["times"]
-    text = capsys.readouterr().out
-    assert "| tiny | — | — |" in text and "no timings" in text and "runs/gpu_bench.json" in text
+
+def test_bench_without_cuda_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.chdir(tmp_path)
+    for argv in ([], ["--shapes", "tiny", "--out", "b.json"]):
+        assert main(["gpu", "bench", *argv]) == 2
+        err = capsys.readouterr().err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("assocmem gpu bench: error: no CUDA device"), err
+        assert not list(tmp_path.iterdir())              # neither runs/ nor the JSON
+
+
+def test_config_items_parse_into_the_dataclasses():
+    from assocmem.gpu.bench import _config_items
+    from assocmem.gpu.config import ChunkConfig, FusedConfig
+
+    assert _config_items(ChunkConfig)("cov_kernel=rows, segments=8,BV=32") == ChunkConfig(
+        cov_kernel="rows", segments=8, BV=32)
+    assert _config_items(FusedConfig)("bwd_reduce=partials") == FusedConfig(bwd_reduce="partials")
+
+
+def test_harness_on_the_cpu_interpreter(tmp_path, monkeypatch, capsys):
+    """The one harness end to end on the 'tiny' shape through the interpreter (what a GPU run does,
+    with wall times of one call): checks of both BL ops pass, every entry lands in the JSON."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from assocmem.gpu import bench
+    from assocmem.gpu.config import ChunkConfig
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    out = tmp_path / "b.json"
+    bench.run(["tiny"], ("fused", "chunk", "fla"), chunk_sizes=(16,), chunk_config=ChunkConfig(cov_kernel="rows"),
+              out=str(out), device=torch.device("cpu"))
+    res = json.loads(out.read_text())
+    e = res["shapes"]["tiny"]
+    assert res["ops"] == ["fused", "chunk_C16"] and res["fla"] == "needs CUDA"
+    assert res["config"]["chunk"]["cov_kernel"] == "rows" and res["provenance"]["device"].startswith("cpu")
+    for op in ("fused", "chunk_C16"):
+        c = e["check"][op]
+        assert bench.check_ok(c), c
+        assert c["fwd_o"] < 1e-5 and c["grad_k"] < 1e-4 and c["grad_alpha"] < 1e-4
+        assert set(e["times"][op]) == {"fwd_ms", "fwdbwd_ms"}
+    assert "| tiny |" in capsys.readouterr().out
+    assert bench.ratios({"chunk_C16": {"fwd_ms": 2.0}, "fla_chunk_gdn": {"fwd_ms": 0.5}}) == {
+        "chunk_C16 fwd / fla_chunk_gdn fwd": 4.0}

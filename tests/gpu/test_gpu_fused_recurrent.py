@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from assocmem.gpu import fused_recurrent_bl, fused_recurrent_bl_trace, naive_bl  # noqa: E402
+from assocmem.gpu import FusedConfig, fused_recurrent_bl, fused_recurrent_bl_trace, naive_bl  # noqa: E402
 from assocmem.gpu import _dispatch  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -98,7 +98,7 @@ def test_gradients_with_several_value_blocks_per_group(interpret, make_inputs, r
     x = make_inputs(1, 8, 1, 4, 8, 2, alpha=True, init=True, seed=21)
     w = _weights(x)
     ref = _grads(naive_bl, x, w)
-    got = _grads(fused_recurrent_bl, x, w, config={"BV": 2})
+    got = _grads(fused_recurrent_bl, x, w, config=FusedConfig(BV=2))
     for name in ref:
         assert relerr(ref[name], got[name]) < GRAD_TOL, name
 
@@ -154,8 +154,16 @@ def test_bad_input_is_rejected_before_the_kernel(interpret, make_inputs):
     x = make_inputs(1, 3, 1, 4, 4, seed=26)
     with pytest.raises(ValueError, match="k"):
         fused_recurrent_bl(x["q"], x["k"][:, :2], x["v"], x["l2"], x["r2"])
-    with pytest.raises(ValueError, match="BV"):
-        fused_recurrent_bl(**x, config={"BV": 3})
+    with pytest.raises(ValueError, match="config.BV"):
+        FusedConfig(BV=3)
+    for bad in ({"cov_warps": 3}, {"mean_warps": 0}, {"bwd_reduce": "tree"}, {"BV": True}):
+        with pytest.raises(ValueError, match=f"config.{next(iter(bad))}"):
+            FusedConfig(**bad)
+    g2 = make_inputs(1, 3, 1, 4, 12, 3, seed=26)                       # m/G = 4: BV = 8 does not divide it
+    with pytest.raises(ValueError, match="config.BV=8"):
+        fused_recurrent_bl(**g2, config=FusedConfig(BV=8))
+    with pytest.raises(ValueError, match="FusedConfig"):
+        fused_recurrent_bl(**x, config={"BV": 4})
     big = make_inputs(1, 2, 1, 129, 2, seed=26)
     with pytest.raises(ValueError, match="D=129"):
         fused_recurrent_bl(**big)
@@ -172,17 +180,20 @@ def test_dispatch_modes(monkeypatch):
     assert type(K.cov_fwd_kernel).__name__ == "InterpretedFunction"
 
 
-def test_chunk_kernel_files_share_helpers_in_their_own_mode():
-    """Both chunked kernel files take their helpers from one _chunk_common.py, loaded (re-entrantly,
-    while the kernel file itself is being loaded) in the kernel file's mode: a compiled kernel
-    must only call compiled helpers, an interpreted one interpreted helpers."""
+def test_kernel_files_share_helpers_in_their_own_mode():
+    """Every kernel file (token-by-token, chunked forward and backward) takes its helpers from one
+    _kernel_common.py, loaded (re-entrantly, while the kernel file itself is being loaded) in the
+    kernel file's mode: a compiled kernel must only call compiled helpers, an interpreted one
+    interpreted helpers."""
     import triton.language as tl
 
     fwd = {mode: _dispatch.kernels(mode, "_chunk_kernels.py") for mode in (True, False)}
     bwd = {mode: _dispatch.kernels(mode, "_chunk_bwd_kernels.py") for mode in (True, False)}
+    rec = {mode: _dispatch.kernels(mode) for mode in (True, False)}
     for mode in (True, False):
-        assert fwd[mode]._common is bwd[mode]._common
+        assert fwd[mode]._common is bwd[mode]._common is rec[mode]._common
         assert fwd[mode]._tiles is fwd[mode]._common._tiles is bwd[mode]._tiles
+        assert rec[mode]._head_group is fwd[mode]._head_group
     assert fwd[True]._common is not fwd[False]._common
     assert fwd[True]._sum is tl.standard._sum_combine                     # numpy-fast in the interpreter
     assert type(fwd[False]._sum).__name__ == "JITFunction"
@@ -237,12 +248,12 @@ def test_default_launch_config_matches_the_measured_sweep():
         if "sweep" not in e:
             continue
         B, T, H, D, m = SHAPES[name]
-        cfg = default_config(D, m, 1, T, B * H)
+        cfg = default_config(D, m, 1, B * H)
         best = e["sweep"]["best"]
-        assert cfg["cov_warps"] == best["cov_warps"], name
+        assert cfg.cov_warps == best["cov_warps"], name
         # S4's mean-pass configurations are within 1 % of each other: any is fine there
         if name != "S4":
-            assert (cfg["BV"], cfg["mean_warps"]) == (best["BV"], best["mean_warps"]), name
+            assert (cfg.BV, cfg.mean_warps) == (best["BV"], best["mean_warps"]), name
     for m, G in ((12, 3), (16, 2), (6, 2), (64, 4)):
-        cfg = default_config(16, m, G, 100, 8)
-        assert (m // G) % cfg["BV"] == 0
+        cfg = default_config(16, m, G, 8)
+        assert (m // G) % cfg.BV == 0

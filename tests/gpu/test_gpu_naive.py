@@ -53,15 +53,6 @@ def test_naive_gradcheck_log_decay(make_inputs):
     assert torch.autograd.gradcheck(f, (g, k), eps=1e-6, atol=1e-6, rtol=1e-5)
 
 
-@pytest.mark.parametrize("form", ["symmetrised", "joseph"])
-def test_covariance_forms_agree_in_float64(make_inputs, form):
-    x = make_inputs(2, 20, 2, 6, 4, 2, alpha=True, init=True, seed=5)
-    o1, (M1, P1) = naive_bl(**x, output_final_state=True)
-    o2, (M2, P2) = naive_bl(**x, output_final_state=True, cov_form=form)
-    assert torch.allclose(o1, o2, rtol=1e-12, atol=1e-12)
-    assert torch.allclose(P1, P2, rtol=1e-11, atol=1e-12)
-
-
 def test_equal_group_noise_is_the_ungrouped_filter(make_inputs):
     """Kronecker closure (BL App. C): with the same r² in every group the G
     covariances coincide and the grouped filter is the ungrouped one."""
@@ -160,8 +151,6 @@ def test_bad_scalars_raise(make_inputs):
     x = _base(make_inputs)
     with pytest.raises(ValueError, match="p0"):
         naive_bl(**x, p0=-1.0)
-    with pytest.raises(ValueError, match="cov_form"):
-        naive_bl(**x, cov_form="kalman")
     x2 = dict(x)
     with pytest.raises(ValueError, match="alpha"):
         naive_bl(**x2, g=x["alpha"])

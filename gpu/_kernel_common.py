@@ -1,6 +1,6 @@
-r"""Triton helpers shared by the chunked forward (:mod:`._chunk_kernels`) and backward
-(:mod:`._chunk_bwd_kernels`) kernels: reduction / scan combiners, the ``(γ, c)`` scan, and the
-kernels' prologue pieces (program-id decomposition, tile ranges, token rows).
+r"""Triton helpers shared by every BL kernel file (token-by-token :mod:`._fused_recurrent_kernels`,
+chunked :mod:`._chunk_kernels` and :mod:`._chunk_bwd_kernels`): reduction / scan combiners, the
+``(γ, c)`` scan, and the kernels' prologue pieces (program-id decomposition, tile ranges, token rows).
 
 Loaded like the kernel files, compiled or interpreted (:func:`._dispatch.kernels`); each kernel
 file loads this one in its own mode when it is loaded (a compiled kernel can only call compiled
@@ -66,13 +66,31 @@ def _value_block(pid, T, H: tl.constexpr, G: tl.constexpr, MG: tl.constexpr, BV:
 
 
 @triton.jit
-def _tiles(D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr):
-    """Key-dimension rows / columns ``rr [BD, 1]``, ``rc [1, BD]`` with their masks, and chunk
-    rows / columns ``ri [C, 1]``, ``ci [1, C]``."""
+def _value_block_t(pid, T, H: tl.constexpr, G: tl.constexpr, MG: tl.constexpr, BV: tl.constexpr,
+                   NVG: tl.constexpr):
+    """:func:`_value_block` for a state block held transposed (values along the rows, as the
+    token-by-token kernels hold ``Mᵀ``): ``(g, b·H + h, tok)``, the columns ``cv [BV, 1]`` and
+    their mask."""
+    i_v = pid % NVG
+    i_g, i_bh, tok = _head_group(pid // NVG, T, H, G)
+    jv = i_v * BV + tl.arange(0, BV)[:, None]
+    return i_g, i_bh, tok, i_g * MG + jv, jv < MG
+
+
+@triton.jit
+def _dims(D: tl.constexpr, BD: tl.constexpr):
+    """Key-dimension rows / columns ``rr [BD, 1]``, ``rc [1, BD]`` with their masks."""
     rd = tl.arange(0, BD)
     rr = rd[:, None]
     rc = rd[None, :]
-    return rr, rc, rr < D, rc < D, tl.arange(0, C)[:, None], tl.arange(0, C)[None, :]
+    return rr, rc, rr < D, rc < D
+
+
+@triton.jit
+def _tiles(D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr):
+    """:func:`_dims` and the chunk rows / columns ``ri [C, 1]``, ``ci [1, C]``."""
+    rr, rc, mr, mc = _dims(D, BD)
+    return rr, rc, mr, mc, tl.arange(0, C)[:, None], tl.arange(0, C)[None, :]
 
 
 @triton.jit

@@ -12,7 +12,7 @@ registers) writes the per-token write direction ``u_t`` and precision
 ``β_t``, and a *mean pass* (one program per (batch, head, block of value
 columns), ``Mᵀ`` block in registers) runs the generalised delta rule
 ``M_t = A_t M_{t-1} + β_t u_t e_tᵀ``.  Keeping ``P`` and ``M`` apart avoids
-the register spills of one ``D×D + D×m`` program at ``D = 128`` (PERF.md), and
+the register spills of one ``D×D + D×m`` program at ``D = 128``, and
 the mean pass parallelises over value columns.
 
 Layout choices (they decide the per-token latency, which is what a sequential
@@ -30,21 +30,27 @@ latency overlaps the recursion.
 
 Covariance update form: plain ``P = P̄ − β (u uᵀ)``, evaluated so that it stays
 *bitwise* symmetric (``(a_i a_j) P_ij`` and ``(u_i u_j) β`` are symmetric in
-``i, j`` because products of the same two floats commute); docs/gpu.md gives the
-measured comparison with the symmetrised and Joseph forms.
+``i, j`` because products of the same two floats commute).  A symmetrised and a
+Joseph form cost a transpose or two ``D×D`` products per token and are no more
+accurate in fp32 with the exact gain.
 
 Backward (reverse-time adjoints; see :mod:`.fused_recurrent` for the algebra):
 only per-token *vectors* cross between passes (``u, β, e`` from the forward;
 ``de, dw, du, z`` in the backward); ``D×D`` and ``D×m`` states are recomputed
 from the initial state (the checkpoint) in forward passes, never stored per token.
 """
+import os
+
 import triton
 import triton.language as tl
 
-# Reductions call tl.reduce with the standard sum combiner instead of tl.sum:
-# tl.sum is itself a @jit library function, built compiled or interpreted when
-# triton is first imported, and a compiled one cannot run inside an
-# interpreted kernel; the interpreter recognises _sum_combine and uses numpy.
+# shared helpers, loaded in this file's mode (see _kernel_common.py).  Reductions use its ``_sum``
+# with tl.reduce, not tl.sum: tl.sum is a @jit library function built in whatever mode triton was
+# first imported in, and a compiled function cannot run inside an interpreted kernel
+from ._dispatch import kernels as _load_kernels
+
+_common = _load_kernels(os.environ.get("TRITON_INTERPRET", "0") == "1", "_kernel_common.py")
+_sum, _head_group, _value_block_t, _dims = _common._sum, _common._head_group, _common._value_block_t, _common._dims
 
 
 # --------------------------------------------------------------------------
@@ -55,19 +61,11 @@ def cov_fwd_kernel(k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr, u_ptr, beta_ptr, pT_ptr
                    H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                    HAS_ALPHA: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
-    i_g = pid % G
-    i_bh = pid // G
-    i_b = i_bh // H
-    i_h = i_bh % H
-    ri = tl.arange(0, BD)
-    rr = ri[:, None]
-    rc = ri[None, :]
-    mr = rr < D
-    mc = rc < D
+    i_g, i_bh, tok = _head_group(pid, T, H, G)          # token t of (b, h) is tok + t*H
+    rr, rc, mr, mc = _dims(D, BD)
     diag = (rr == rc) & mr
     z11 = tl.arange(0, 1)[None, :]
     P = tl.load(p0_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
-    tok = i_b * T * H + i_h          # token (b, 0, h); token t is tok + t*H
     k_nx = tl.load(k_ptr + tok * D + rc, mask=mc, other=0.).to(tl.float32)
     if HAS_ALPHA:
         ar_nx = tl.load(a_ptr + tok * D + rr, mask=mr, other=0.).to(tl.float32)
@@ -92,10 +90,10 @@ def cov_fwd_kernel(k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr, u_ptr, beta_ptr, pT_ptr
         if HAS_ALPHA:
             P = P * (ar * ac)
         P = P + tl.where(diag, l2, 0.)
-        u1 = tl.reduce(P * kc, 1, tl.standard._sum_combine)         # u = P̄ k
+        u1 = tl.reduce(P * kc, 1, _sum)         # u = P̄ k
         ur = u1[:, None]
         uc = u1[None, :]                                             # the one layout shuffle
-        s = tl.reduce(uc * kc, 1, tl.standard._sum_combine, keep_dims=True)   # kᵀu, [1, 1]
+        s = tl.reduce(uc * kc, 1, _sum, keep_dims=True)   # kᵀu, [1, 1]
         beta = 1.0 / (r2 + s)
         P = P - (ur * uc) * beta
         cur = tok + t * H
@@ -113,19 +111,11 @@ def mean_fwd_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, m0_ptr, o_ptr, 
                     MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NV: tl.constexpr,
                     HAS_ALPHA: tl.constexpr, STORE_E: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
-    i_v = pid % NV
-    i_bh = pid // NV
-    i_b = i_bh // H
-    i_h = i_bh % H
-    i_g = (i_v * BV) // MG
-    rc = tl.arange(0, BD)[None, :]        # key dimension (axis 1 of the state block)
-    mc = rc < D
-    cv = i_v * BV + tl.arange(0, BV)[:, None]   # value columns (axis 0)
-    mv = cv < M
+    i_g, i_bh, tok, cv, mv = _value_block_t(pid, T, H, G, MG, BV, NV // G)   # columns along axis 0
+    rr, rc, mr, mc = _dims(D, BD)
     # the state block is held transposed, S[j, i] = M[i, c_j], and stored so in
     # memory ([B, H, m, D]): the coalesced load puts D along the lanes
     S = tl.load(m0_ptr + i_bh * D * M + cv * D + rc, mask=mv & mc, other=0.).to(tl.float32)
-    tok = i_b * T * H + i_h
     q_nx = tl.load(q_ptr + tok * D + rc, mask=mc, other=0.).to(tl.float32)
     k_nx = tl.load(k_ptr + tok * D + rc, mask=mc, other=0.).to(tl.float32)
     v_nx = tl.load(v_ptr + tok * M + cv, mask=mv, other=0.).to(tl.float32)
@@ -150,10 +140,10 @@ def mean_fwd_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, m0_ptr, o_ptr, 
         if HAS_ALPHA:
             a_nx = tl.load(a_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
             S = S * aa
-        pred = tl.reduce(S * kk, 1, tl.standard._sum_combine, keep_dims=True)   # (A M)ᵀ k, [BV, 1]
+        pred = tl.reduce(S * kk, 1, _sum, keep_dims=True)   # (A M)ᵀ k, [BV, 1]
         e = vv - pred                                                           # innovation
         S = S + e * (bb * uu)
-        o = tl.reduce(S * qq, 1, tl.standard._sum_combine, keep_dims=True)      # Mᵀ q
+        o = tl.reduce(S * qq, 1, _sum, keep_dims=True)      # Mᵀ q
         cur = tok + t * H
         tl.store(o_ptr + cur * M + cv, o.to(o_ptr.dtype.element_ty), mask=mv)
         if STORE_E:
@@ -173,17 +163,10 @@ def mean_bwd_rev_kernel(q_ptr, k_ptr, a_ptr, u_ptr, beta_ptr, e_ptr, do_ptr, dmT
                         MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NV: tl.constexpr,
                         HAS_ALPHA: tl.constexpr, ATOMIC: tl.constexpr = False):
     pid = tl.program_id(0).to(tl.int64)
-    i_v = pid % NV
-    i_bh = pid // NV
-    i_b = i_bh // H
-    i_h = i_bh % H
-    i_g = (i_v * BV) // MG
-    rc = tl.arange(0, BD)[None, :]
-    mc = rc < D
-    cv = i_v * BV + tl.arange(0, BV)[:, None]
-    mv = cv < M
+    i_v = pid % NV                                       # the value block, of NV (NV/G per group)
+    i_g, i_bh, tok, cv, mv = _value_block_t(pid, T, H, G, MG, BV, NV // G)   # columns along axis 0
+    rr, rc, mr, mc = _dims(D, BD)
     S = tl.load(dmT_ptr + i_bh * D * M + cv * D + rc, mask=mv & mc, other=0.).to(tl.float32)
-    tok = i_b * T * H + i_h
     tlast = tok + (T - 1) * H
     q_nx = tl.load(q_ptr + tlast * D + rc, mask=mc, other=0.).to(tl.float32)
     k_nx = tl.load(k_ptr + tlast * D + rc, mask=mc, other=0.).to(tl.float32)
@@ -213,8 +196,8 @@ def mean_bwd_rev_kernel(q_ptr, k_ptr, a_ptr, u_ptr, beta_ptr, e_ptr, do_ptr, dmT
         if HAS_ALPHA:
             a_nx = tl.load(a_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
         S = S + dd * qq                                                     # G_t
-        de = tl.reduce(S * (bb * uu), 1, tl.standard._sum_combine, keep_dims=True)   # G_tᵀ w_t
-        dw = tl.reduce(S * ee, 0, tl.standard._sum_combine, keep_dims=True)   # G_t e_t (block part)
+        de = tl.reduce(S * (bb * uu), 1, _sum, keep_dims=True)   # G_tᵀ w_t
+        dw = tl.reduce(S * ee, 0, _sum, keep_dims=True)   # G_t e_t (block part)
         cur = tok + t * H
         tl.store(de_ptr + cur * M + cv, de, mask=mv)
         if ATOMIC:      # one [B, T, H, G, D] buffer, the value blocks of a group add into it
@@ -236,19 +219,11 @@ def cov_bwd_rev_kernel(k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, dw_ptr, dpT_ptr,
                        H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                        HAS_ALPHA: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
-    i_g = pid % G
-    i_bh = pid // G
-    i_b = i_bh // H
-    i_h = i_bh % H
-    ri = tl.arange(0, BD)
-    rr = ri[:, None]
-    rc = ri[None, :]
-    mr = rr < D
-    mc = rc < D
+    i_g, i_bh, tok = _head_group(pid, T, H, G)          # token t of (b, h) is tok + t*H
+    rr, rc, mr, mc = _dims(D, BD)
     diag = (rr == rc) & mr
     z11 = tl.arange(0, 1)[None, :]
     Hs = tl.load(dpT_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
-    tok = i_b * T * H + i_h
     tlast = (tok + (T - 1) * H) * G + i_g
     kr_nx = tl.load(k_ptr + (tok + (T - 1) * H) * D + rr, mask=mr, other=0.).to(tl.float32)
     kc_nx = tl.load(k_ptr + (tok + (T - 1) * H) * D + rc, mask=mc, other=0.).to(tl.float32)
@@ -287,15 +262,15 @@ def cov_bwd_rev_kernel(k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, dw_ptr, dpT_ptr,
         if HAS_ALPHA:
             ar_nx = tl.load(a_ptr + tn * D + rr, mask=mr, other=0.).to(tl.float32)
             ac_nx = tl.load(a_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
-        c1 = tl.reduce(Hs * uc, 1, tl.standard._sum_combine)                # H u
+        c1 = tl.reduce(Hs * uc, 1, _sum)                # H u
         cr = c1[:, None]
         cc = c1[None, :]                                                     # the one layout shuffle
-        uHu = tl.reduce(cc * uc, 1, tl.standard._sum_combine, keep_dims=True)
-        udw = tl.reduce(uc * dwc, 1, tl.standard._sum_combine, keep_dims=True)
+        uHu = tl.reduce(cc * uc, 1, _sum, keep_dims=True)
+        udw = tl.reduce(uc * dwc, 1, _sum, keep_dims=True)
         ds = -(bb * bb) * (udw - uHu)                                        # dβ → ds (= dr²)
         dur = -2.0 * bb * cr + ds * kr + bb * dwr                            # total adjoint of u_t
         duc = -2.0 * bb * cc + ds * kc + bb * dwc
-        dPd = tl.reduce(tl.where(diag, Hs, 0.), 1, tl.standard._sum_combine, keep_dims=True) + dur * kr
+        dPd = tl.reduce(tl.where(diag, Hs, 0.), 1, _sum, keep_dims=True) + dur * kr
         z = 2.0 * bb * ur * cr + dur * ur - 2.0 * l2 * dPd                   # (see fused_recurrent)
         cur = (tok + t * H) * G + i_g
         tl.store(du_ptr + cur * D + rc, duc, mask=mc)
@@ -317,18 +292,10 @@ def cov_bwd_fwd_kernel(a_ptr, l2_ptr, p0_ptr, u_ptr, beta_ptr, du_ptr, x_ptr, T,
                        H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                        HAS_ALPHA: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
-    i_g = pid % G
-    i_bh = pid // G
-    i_b = i_bh // H
-    i_h = i_bh % H
-    ri = tl.arange(0, BD)
-    rr = ri[:, None]
-    rc = ri[None, :]
-    mr = rr < D
-    mc = rc < D
+    i_g, i_bh, tok = _head_group(pid, T, H, G)          # token t of (b, h) is tok + t*H
+    rr, rc, mr, mc = _dims(D, BD)
     diag = (rr == rc) & mr
     P = tl.load(p0_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
-    tok = i_b * T * H + i_h
     g0 = tok * G + i_g
     ur_nx = tl.load(u_ptr + g0 * D + rr, mask=mr, other=0.)
     uc_nx = tl.load(u_ptr + g0 * D + rc, mask=mc, other=0.)
@@ -359,7 +326,7 @@ def cov_bwd_fwd_kernel(a_ptr, l2_ptr, p0_ptr, u_ptr, beta_ptr, du_ptr, x_ptr, T,
             ac_nx = tl.load(a_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
             P = P * (ar * ac)
         P = P + tl.where(diag, l2, 0.)
-        x = tl.reduce(P * du, 1, tl.standard._sum_combine, keep_dims=True)    # P̄ du, [D, 1]
+        x = tl.reduce(P * du, 1, _sum, keep_dims=True)    # P̄ du, [D, 1]
         cur = (tok + t * H) * G + i_g
         tl.store(x_ptr + cur * D + rr, x, mask=mr)
         P = P - (ur * uc) * bb
@@ -375,17 +342,10 @@ def mean_bwd_fwd_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, de_ptr, do_ptr, m0_ptr, d
                         MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NV: tl.constexpr,
                         HAS_ALPHA: tl.constexpr, ATOMIC: tl.constexpr = False):
     pid = tl.program_id(0).to(tl.int64)
-    i_v = pid % NV
-    i_bh = pid // NV
-    i_b = i_bh // H
-    i_h = i_bh % H
-    i_g = (i_v * BV) // MG
-    rc = tl.arange(0, BD)[None, :]
-    mc = rc < D
-    cv = i_v * BV + tl.arange(0, BV)[:, None]
-    mv = cv < M
+    i_v = pid % NV                                       # the value block, of NV (NV/G per group)
+    i_g, i_bh, tok, cv, mv = _value_block_t(pid, T, H, G, MG, BV, NV // G)   # columns along axis 0
+    rr, rc, mr, mc = _dims(D, BD)
     S = tl.load(m0_ptr + i_bh * D * M + cv * D + rc, mask=mv & mc, other=0.).to(tl.float32)
-    tok = i_b * T * H + i_h
     u_nx = tl.load(u_ptr + (tok * G + i_g) * D + rc, mask=mc, other=0.)
     b_nx = tl.load(beta_ptr + tok * G + i_g)
     e_nx = tl.load(e_ptr + tok * M + cv, mask=mv, other=0.)
@@ -410,9 +370,9 @@ def mean_bwd_fwd_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, de_ptr, do_ptr, m0_ptr, d
         if HAS_ALPHA:
             a_nx = tl.load(a_ptr + tn * D + rc, mask=mc, other=0.).to(tl.float32)
             S = S * aa
-        dk = -tl.reduce(S * de, 0, tl.standard._sum_combine, keep_dims=True)
+        dk = -tl.reduce(S * de, 0, _sum, keep_dims=True)
         S = S + ee * (bb * uu)
-        dq = tl.reduce(S * dd, 0, tl.standard._sum_combine, keep_dims=True)
+        dq = tl.reduce(S * dd, 0, _sum, keep_dims=True)
         cur = tok + t * H
         if ATOMIC:      # one [B, T, H, D] buffer each
             tl.atomic_add(dk_ptr + cur * D + rc, dk, mask=mc)

@@ -1,5 +1,6 @@
-r"""The chunked backward of the BL filter, in torch ops (issue 6): the reference of a chunked
-backward kernel and a float64-capable gradient of :func:`.chunk.chunk_bl_torch`.
+r"""The chunked backward of the BL filter in torch ops: the test reference of the chunked backward
+kernels (``gpu/_chunk_bwd_kernels.py``), float64-capable, in the product form (exact for zero,
+negative and strong decays; the kernels use the quotient form ``R[τ, i] = γ_τ/γ_i``).
 
 It reads only what the chunked forward keeps — the per-token write directions ``u_t``,
 precisions ``β_t`` and value innovations ``e_t`` — plus the inputs and the initial state,
@@ -7,7 +8,7 @@ and it never refactorises anything: every step below is a matrix product, an ele
 operation, a prefix sum, or the inverse of a unit lower-triangular ``C×C`` matrix that
 does not depend on the adjoints.  Only the ``D×D`` covariance adjoint ``H`` and the ``D×m``
 mean adjoint ``G`` travel from chunk to chunk (reverse order).  Derivation: docs/gpu.md,
-"Chunked backward".
+"The chunked backward".
 
 Per chunk of ``C`` tokens (notation of :mod:`.chunk`; ``R[τ, i] = α_{i+1} ⊙ … ⊙ α_τ``,
 ``γ_τ = R[τ, -1]``, ``c_τ = Σ_j ℓ²_j R[τ, j]²``; one noise group shown):
@@ -31,8 +32,8 @@ from __future__ import annotations
 
 import torch
 
-from ._inputs import check_inputs
-from .chunk import CHUNK_SIZES, _ratios, chunk_bl_torch
+from assocmem.gpu._inputs import check_inputs
+from assocmem.gpu.naive import CHUNK_SIZES, _ratios, chunk_bl_torch
 
 
 def _sym(X):
@@ -188,7 +189,7 @@ def chunk_bl_backward_torch(q, k, l2, a, M0, P0, u, beta, e, do=None, dMT=None, 
 
 
 class _ChunkTorchFunction(torch.autograd.Function):
-    """Forward :func:`.chunk.chunk_bl_torch` (keeping ``u, β, e``), backward :func:`chunk_bl_backward_torch`."""
+    """Forward :func:`assocmem.gpu.naive.chunk_bl_torch` (keeping ``u, β, e``), backward :func:`chunk_bl_backward_torch`."""
 
     @staticmethod
     def forward(ctx, q, k, v, l2, r2, dec, M0, P0, log_alpha, C):
@@ -219,8 +220,8 @@ class _ChunkTorchFunction(torch.autograd.Function):
 
 def chunk_bl_torch_grad(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
                         chunk_size: int = 64, *, g=None, validate: bool = True):
-    """:func:`.chunk.chunk_bl_torch` with :func:`chunk_bl_backward_torch` as its backward (instead of
-    autograd through the factorisation); same contract as :func:`.fused_recurrent.fused_recurrent_bl`."""
+    """:func:`assocmem.gpu.naive.chunk_bl_torch` with :func:`chunk_bl_backward_torch` as its backward (instead of
+    autograd through the factorisation); same contract as :func:`assocmem.gpu.fused_recurrent_bl`."""
     x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate)
     B, T, H, D, m = x.dims
     dt = torch.promote_types(x.q.dtype, torch.float32)
@@ -233,160 +234,3 @@ def chunk_bl_torch_grad(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None,
     if not output_final_state:
         return o, None
     return o, (MT, PT if x.grouped else PT[:, :, 0])
-
-
-def chunk_bl_backward_quotient_torch(q, k, v, l2, a, M0, P0, u, beta, e, do=None, dMT=None, dPT=None,
-                                     chunk_size: int = 64, need_dg: bool = True):
-    r""":func:`chunk_bl_backward_torch` in the *quotient* form of the kernels (same arguments,
-    plus the values ``v``, same returns).
-
-    Ratios are quotients ``R[τ, i] = γ_τ/γ_i`` of the cumulative decays relative to the chunk,
-    so with ``Z = U/γ`` and ``Ω̃ = ω/γ = (γ⊙K) P + (c/γ) ⊙ K`` every ``R``-weighted contraction
-    is a ``C×C`` or ``C×D`` matmul, and the decays enter only through ``γ`` and
-    ``c = γ² ⊙ cumsum(ℓ²/γ²)``: no ``C×C×D`` tensor.  Valid where the forward's quotient kernel
-    is (``γ ≠ 0``, no over/underflow of ``γ²`` inside a chunk).  The layout (tokens padded to
-    whole chunks, ``[B, H, G, NT, C, ·]``) and the split — a state scan, a mean pass, a
-    covariance pass, an elementwise epilogue — are the kernels'.
-    """
-    B, T, H, D = q.shape
-    G = u.shape[3]
-    m = e.shape[-1]
-    mg = m // G
-    C = chunk_size
-    NT = -(-T // C)
-    Tp = NT * C
-    dt = torch.promote_types(u.dtype, torch.float32)
-    dev = q.device
-
-    def pad(t, value=0.0):                       # [B, T, ...] -> [B, Tp, ...]
-        t = t.to(dt)
-        if Tp == T:
-            return t
-        return torch.cat([t, t.new_full((B, Tp - T) + tuple(t.shape[2:]), value)], 1)
-
-    def tok(t):                                  # [B, Tp, H, X] -> [B, H, NT, C, X]
-        return t.transpose(1, 2).reshape(B, H, NT, C, *t.shape[3:])
-
-    def grp(t):                                  # [B, Tp, H, G*Y] -> [B, H, G, NT, C, Y]
-        return t.reshape(B, Tp, H, G, -1).permute(0, 2, 3, 1, 4).reshape(B, H, G, NT, C, -1)
-
-    Kc, Qc = tok(pad(k)), tok(pad(q))                                           # [B, H, NT, C, D]
-    Ac = tok(pad(a, 1.0)) if a is not None else torch.ones_like(Kc)
-    L2 = tok(pad(l2)[..., None])                                               # [B, H, NT, C, 1]
-    Vc, Ec = grp(pad(v)), grp(pad(e))                                           # [B, H, G, NT, C, mg]
-    dOc = grp(pad(do)) if do is not None else torch.zeros_like(Ec)
-    Uc = grp(pad(u).reshape(B, Tp, H, G * D))                                  # [B, H, G, NT, C, D]
-    bc = grp(pad(beta, 1.0))[..., 0]                                            # [B, H, G, NT, C]
-    gam = torch.cumprod(Ac, 3)
-    cc = gam * gam * torch.cumsum(L2 / (gam * gam), 3)                          # c_τ = Σ_j ℓ²_j (γ_τ/γ_j)²
-    gC, cC = gam[:, :, :, -1], cc[:, :, :, -1]                                  # [B, H, NT, D]
-    Kg, Qg = gam * Kc, gam * Qc
-    Z = Uc / gam[:, :, None]                                                    # u = γ ⊙ Z
-    Ut = gC[:, :, None, :, None] * Z                                            # Ũ = γ_C ⊙ Z
-    Id = torch.eye(C, dtype=dt, device=dev)
-    Lm = torch.tril(Kg[:, :, None] @ Z.transpose(-1, -2), -1) * bc[..., None, :] + Id
-    N = torch.linalg.solve_triangular(Lm, Id.expand_as(Lm), upper=False, unitriangular=True)
-    bE = bc[..., None] * Ec
-    Aq = torch.tril(Qg[:, :, None] @ Z.transpose(-1, -2))
-    # pass 1: chunk-start states (linear scan of the stored tensors)
-    M = M0.to(dt).reshape(B, H, D, G, mg).permute(0, 1, 3, 2, 4)         # [B, H, G, D, mg]
-    P = _sym(P0.to(dt))
-    Ms, Ps = [], []
-    for n in range(NT):
-        Ms.append(M)
-        Ps.append(P)
-        g_ = gC[:, :, n]
-        M = g_[:, :, None, :, None] * M + Ut[:, :, :, n].transpose(-1, -2) @ bE[:, :, :, n]
-        P = ((g_[..., :, None] * g_[..., None, :])[:, :, None] * P + torch.diag_embed(cC[:, :, n])[:, :, None]
-             - (Ut[:, :, :, n] * bc[:, :, :, n, :, None]).transpose(-1, -2) @ Ut[:, :, :, n])
-        P = _sym(P)
-    # pass 2: mean adjoint, reverse over chunks (a kernel: one program per (b, h, g, value block))
-    Gm = (torch.zeros(B, H, G, D, mg, dtype=dt, device=dev) if dMT is None
-          else dMT.to(dt).reshape(B, H, D, G, mg).permute(0, 1, 3, 2, 4))
-    dV = torch.zeros_like(Vc)
-    dAq = torch.zeros(B, H, G, NT, C, C, dtype=dt, device=dev)
-    dN = torch.zeros_like(dAq)
-    dUt = torch.zeros_like(Z)
-    dbeta = torch.zeros_like(bc)
-    dgC = torch.zeros(B, H, NT, D, dtype=dt, device=dev)
-    dQg = torch.zeros_like(Kc)
-    dKg = torch.zeros_like(Kc)
-    for n in range(NT - 1, -1, -1):
-        M, E, dO, W = Ms[n], Ec[:, :, :, n], dOc[:, :, :, n], bc[:, :, :, n, :, None] * N[:, :, :, n]
-        dbE = Aq[:, :, :, n].transpose(-1, -2) @ dO + Ut[:, :, :, n] @ Gm
-        dE = bc[:, :, :, n, :, None] * dbE
-        dVn = W.transpose(-1, -2) @ dbE                                          # Nᵀ (β ⊙ d(βE))
-        dV[:, :, :, n] = dVn
-        dbeta[:, :, :, n] = (E * dbE).sum(-1)
-        LE = Vc[:, :, :, n] - Kg[:, :, None, n] @ M                               # V − Kγ M = L E
-        dN[:, :, :, n] = torch.tril(dE @ LE.transpose(-1, -2), -1)
-        dAq[:, :, :, n] = torch.tril(dO @ bE[:, :, :, n].transpose(-1, -2))
-        dUt[:, :, :, n] = bE[:, :, :, n] @ Gm.transpose(-1, -2)
-        dgC[:, :, n] = (Gm * M).sum((-1, 2))
-        dQg[:, :, n] = (dO @ M.transpose(-1, -2)).sum(2)
-        dKg[:, :, n] = -(dVn @ M.transpose(-1, -2)).sum(2)
-        Gm = (gC[:, :, None, n, :, None] * Gm + Qg[:, :, None, n].transpose(-1, -2) @ dO
-              - Kg[:, :, None, n].transpose(-1, -2) @ dVn)
-    dM0 = Gm.permute(0, 1, 3, 2, 4).reshape(B, H, D, m)
-    # pass 3: covariance adjoint, reverse over chunks (a kernel: one program per (b, h, g))
-    Hc = torch.zeros(B, H, G, D, D, dtype=dt, device=dev) if dPT is None else _sym(dPT.to(dt))
-    dr2 = torch.zeros_like(bc)
-    dK = torch.zeros_like(Kc)             # direct part (Ω̃'s c/γ ⊙ K)
-    dgam = torch.zeros_like(Kc)           # direct part
-    dc = torch.zeros_like(Kc)
-    for n in range(NT - 1, -1, -1):
-        P = Ps[n]
-        g_, b_, Zn, Nn = gC[:, :, n], bc[:, :, :, n], Z[:, :, :, n], N[:, :, :, n]
-        Kgn, Kn, gn, cn = Kg[:, :, None, n], Kc[:, :, None, n], gam[:, :, None, n], cc[:, :, None, n]
-        # P' = γγᵀ ⊙ (P − Zᵀ diag(β) Z) + diag(c_C)
-        dPm = (g_[..., :, None] * g_[..., None, :])[:, :, None] * Hc
-        Pm = P - (Zn * b_[..., None]).transpose(-1, -2) @ Zn
-        ZH = Zn @ dPm
-        dZ = -2.0 * b_[..., None] * ZH + g_[:, :, None, None] * dUt[:, :, :, n]
-        db = dbeta[:, :, :, n] - (ZH * Zn).sum(-1)
-        dgCn = dgC[:, :, n] + 2.0 * ((Hc * Pm) @ g_[:, :, None, :, None])[..., 0].sum(2) \
-            + (dUt[:, :, :, n] * Zn).sum((-2, 2))
-        dcCn = torch.diagonal(Hc, dim1=-2, dim2=-1).sum(2)
-        # A_q = tril(Qγ Zᵀ)
-        dA = dAq[:, :, :, n]
-        dQg[:, :, n] += (dA @ Zn).sum(2)
-        dZ = dZ + dA.transpose(-1, -2) @ Qg[:, :, None, n]
-        # Z = N Ω̃, Ω̃ = Kγ P + (c/γ) ⊙ K
-        Om = Kgn @ P + (cn / gn) * Kn
-        dNn = dN[:, :, :, n] + torch.tril(dZ @ Om.transpose(-1, -2), -1)
-        dOm = Nn.transpose(-1, -2) @ dZ
-        Psi = -torch.tril(dNn @ Nn.transpose(-1, -2), -1) * b_[..., None, :] - torch.diag_embed(b_ * b_ * db)
-        dS = _sym(Nn.transpose(-1, -2) @ Psi @ Nn)
-        dr2[:, :, :, n] = torch.diagonal(dS, dim1=-2, dim2=-1)
-        dS = 2.0 * torch.tril(dS, -1) + torch.diag_embed(torch.diagonal(dS, dim1=-2, dim2=-1))
-        # Σ_y = tril(Kγ Ω̃ᵀ) + diag(r²)
-        dOm = dOm + dS.transpose(-1, -2) @ Kgn
-        dKg[:, :, n] += (dS @ Om + dOm @ P).sum(2)
-        dHP = Kgn.transpose(-1, -2) @ dOm
-        t_ = (dOm * Kn).sum(2)
-        dK[:, :, n] += (cn / gn)[:, :, 0] * dOm.sum(2)
-        dc[:, :, n] += t_ / gn[:, :, 0]
-        dgam[:, :, n] -= t_ * cn[:, :, 0] / (gn[:, :, 0] * gn[:, :, 0])
-        dgam[:, :, n, -1] += dgCn
-        dc[:, :, n, -1] += dcCn
-        Hc = dPm + _sym(dHP)
-    dP0 = Hc
-    # epilogue (elementwise over tokens)
-    dQ = gam * dQg
-    dK = dK + gam * dKg
-    dgam = dgam + Kc * dKg + Qc * dQg
-    # c_τ = γ_τ² s_τ, s = cumsum(ℓ²/γ²): dγ ⊃ 2 γ s dc, ds = γ² dc, dℓ²_j = Σ_d (revcumsum ds)_j / γ_j²,
-    # dγ_j ⊃ −2 ℓ²_j γ_j⁻³ (revcumsum ds)_j
-    s_ = cc / (gam * gam)
-    ds_ = gam * gam * dc
-    rs = ds_.flip(3).cumsum(3).flip(3)
-    dl2 = (rs / (gam * gam)).sum(-1)
-    dgam = dgam + 2.0 * gam * s_ * dc - 2.0 * L2 * rs / (gam * gam * gam)
-    dg = None
-    if need_dg and a is not None:
-        dg = (dgam * gam).flip(3).cumsum(3).flip(3)                             # ∂γ_τ/∂g_j = γ_τ [j ≤ τ]
-        dg = dg.reshape(B, H, Tp, D)[:, :, :T].transpose(1, 2)
-    back = lambda t: t.reshape(B, H, Tp, *t.shape[4:])[:, :, :T].transpose(1, 2)  # noqa: E731
-    dvo = dV.reshape(B, H, G, Tp, mg)[:, :, :, :T].permute(0, 3, 1, 2, 4).reshape(B, T, H, m)
-    dr2o = dr2.reshape(B, H, G, Tp)[..., :T].permute(0, 3, 1, 2)
-    return back(dQ), back(dK), dvo, dl2.reshape(B, H, Tp)[:, :, :T].transpose(1, 2), dr2o, dg, dM0, dP0

@@ -1,0 +1,112 @@
+"""The launch configurations of the two kernel ops, frozen dataclasses checked on construction.
+
+:class:`FusedConfig` (:func:`.fused_recurrent.fused_recurrent_bl`) and :class:`ChunkConfig`
+(:func:`.chunk.chunk_bl`) hold the launch parameters that matter; a field left ``None`` is
+chosen by shape (:func:`.fused_recurrent.default_config`, :func:`.chunk.default_chunk_config`).
+A bad field raises ``ValueError`` naming it (``config.BV must be …``).  This module does not
+import torch, so the command line can parse a configuration before torch loads.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+WARPS = (1, 2, 4, 8, 16)
+BWD_REDUCES = ("atomic", "partials")
+COV_KERNELS = ("auto", "matmul", "rows")
+PRECISIONS = ("ieee", "tf32x3")
+BACKWARDS = ("auto", "recurrent", "chunked")
+
+
+def check_choice(name: str, value, choices) -> None:
+    if value not in choices:
+        raise ValueError(f"config.{name} must be one of {', '.join(map(repr, choices))} (got {value!r})")
+
+
+def check_pow2(name: str, value, lo: int = 1, hi: int = 1024) -> None:
+    """``None`` (chosen by shape) or a power of two in ``[lo, hi]``."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo or value > hi or value & (value - 1):
+        raise ValueError(f"config.{name} must be a power of two in [{lo}, {hi}] or None (got {value!r})")
+
+
+def check_warps(name: str, value) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or value not in WARPS:
+        raise ValueError(f"config.{name} must be one of {', '.join(map(str, WARPS))} warps or None (got {value!r})")
+
+
+@dataclass(frozen=True)
+class FusedConfig:
+    """Launch parameters of :func:`.fused_recurrent.fused_recurrent_bl` (``None``: chosen by shape,
+    :func:`.fused_recurrent.default_config`).
+
+    ``BV``: value columns per mean-pass program (a power of two; with noise groups it must
+    divide ``m/G``, so that a program serves one group); ``cov_warps`` / ``mean_warps``: warps
+    of the covariance and mean passes; ``bwd_reduce``: how the mean-pass value blocks combine
+    their parts of ``dw, dq, dk`` in the backward, ``"atomic"`` (one buffer, atomic adds; the
+    summation order varies, so gradients are reproducible to fp32 rounding only) or
+    ``"partials"`` (one buffer per block, summed afterwards: deterministic, ``m/BV`` times the
+    memory).
+    """
+
+    BV: int | None = None
+    cov_warps: int | None = None
+    mean_warps: int | None = None
+    bwd_reduce: str = "atomic"
+
+    def __post_init__(self):
+        check_pow2("BV", self.BV)
+        check_warps("cov_warps", self.cov_warps)
+        check_warps("mean_warps", self.mean_warps)
+        check_choice("bwd_reduce", self.bwd_reduce, BWD_REDUCES)
+
+
+@dataclass(frozen=True)
+class ChunkConfig:
+    """Launch parameters of :func:`.chunk.chunk_bl` (``None``: chosen by shape,
+    :func:`.chunk.default_chunk_config`).
+
+    Forward: ``cov_kernel`` ``"auto"`` (the quotient kernel where :func:`.chunk._decays_safe` allows
+    it, ``D ≤ 64`` and ``chunk_size ≤ 32``, else the row kernel), ``"matmul"`` (the quotient
+    kernel) or ``"rows"`` (products only); ``cov_warps`` (None: by kernel and chunk size,
+    :func:`.chunk._cov_kernel`); ``BV`` value columns per mean-pass program and ``mean_warps``;
+    ``mean_precision`` of the value-side products, ``"ieee"`` (full fp32) or ``"tf32x3"``
+    (three TF32 tensor-core products with the rounding residues: fp32's accuracy without fp32
+    ``D = 128`` tiles' register spills).  The covariance side is always full fp32 (TF32 there
+    loses three digits in the factorisation's pivots).  ``segments``: ``"auto"`` or a number of
+    chunk ranges launched one after the other so that the mean pass of one overlaps the
+    covariance pass of the next (:func:`.chunk._segments`).
+
+    Backward: ``bwd_BV``, ``bwd_warps``, ``bwd_precision`` of the chunked backward kernels;
+    ``bwd_reduce`` of the token-by-token backward when that one runs (see
+    :class:`FusedConfig`).
+    """
+
+    cov_kernel: str = "auto"
+    cov_warps: int | None = None
+    BV: int | None = None
+    mean_warps: int | None = None
+    mean_precision: str | None = None
+    segments: int | str = "auto"
+    bwd_BV: int | None = None
+    bwd_warps: int | None = None
+    bwd_precision: str | None = None
+    bwd_reduce: str = "atomic"
+
+    def __post_init__(self):
+        check_choice("cov_kernel", self.cov_kernel, COV_KERNELS)
+        check_warps("cov_warps", self.cov_warps)
+        check_pow2("BV", self.BV, 16)               # tl.dot needs tiles of at least 16
+        check_warps("mean_warps", self.mean_warps)
+        if self.mean_precision is not None:
+            check_choice("mean_precision", self.mean_precision, PRECISIONS)
+        S = self.segments
+        if S != "auto" and (isinstance(S, bool) or not isinstance(S, int) or S < 1):
+            raise ValueError(f"config.segments must be 'auto' or an integer >= 1 (got {S!r})")
+        check_pow2("bwd_BV", self.bwd_BV, 16)
+        check_warps("bwd_warps", self.bwd_warps)
+        if self.bwd_precision is not None:
+            check_choice("bwd_precision", self.bwd_precision, PRECISIONS)
+        check_choice("bwd_reduce", self.bwd_reduce, BWD_REDUCES)
