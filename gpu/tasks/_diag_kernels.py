@@ -25,7 +25,7 @@ import triton.language as tl
 
 # tl.sum is itself a @jit library function, built compiled or interpreted when triton is first
 # imported, so it cannot be called from a kernel loaded in the other mode; tl.reduce with the
-# standard combiner works in both (the interpreter recognises _sum_combine), as in gpu/_kernels.py.
+# standard combiner works in both (the interpreter recognises _sum_combine), as in gpu/_kernel_common.py.
 
 
 @triton.jit
