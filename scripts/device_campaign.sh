@@ -24,9 +24,12 @@
 #                                       is carried as .resume/pool_85a96cb.py
 #   --pytest "ARGS"                     run pytest ARGS from the checkout on the GPU (e.g. the CUDA-only
 #                                       tests), its report in $OUT/bench/pytest.log
+#   --call-limit-s N                    the call's wall limit (default 560): the campaign's --budget-s is
+#                                       cut to what is left after the steps above
 #   --skip-campaign                     stop after those
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
+t_start=$SECONDS call_limit=560
 probe="" bench_sweep=0 skip_campaign=0 pytest_args="" rest=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
     --bench-sweep) bench_sweep=1; shift ;;
     --skip-campaign) skip_campaign=1; shift ;;
     --pytest) pytest_args="$2"; shift 2 ;;
+    --call-limit-s) call_limit="$2"; shift 2 ;;
     *) rest+=("$1"); shift ;;
   esac
 done
@@ -79,18 +83,40 @@ fi
 if [ "$skip_campaign" = 1 ]; then
   cd "$OUT" && tar czf results.tgz bench && rm -rf bench results; exit 0
 fi
-cd /tmp && python3 -m assocmem.gpu.tasks.campaign --out "$OUT/results" "$@" 2>&1 | tee "$OUT/results/campaign.log"
-rc=${PIPESTATUS[0]}
-cd "$OUT" || exit 3
-# only the checkpoints of runs without a result come back (the finished ones' are not needed to
-# resume, and a call returns at most 8 files); the benchmarks ride in results.tgz
-: > /tmp/ckpts.txt
-find results -name '*.ckpt.pt' | while read -r ck; do
-  [ -f "${ck%.ckpt.pt}.json" ] || echo "$ck" >> /tmp/ckpts.txt
+# the campaign's budget is clamped to what the call has left (--call-limit-s, default 560 s of the
+# device's 600), so that packing always happens; a TERM (the call's own limit) still packs
+left=$(( call_limit - (SECONDS - t_start) - 45 ))
+args=() next_is_budget=0 budget_seen=0
+for a in "$@"; do
+  if [ "$next_is_budget" = 1 ]; then
+    [ "$a" -gt "$left" ] 2>/dev/null && { echo "budget: $a s clamped to the call's $left s left"; a=$left; }
+    next_is_budget=0 budget_seen=1
+  elif [ "$a" = "--budget-s" ]; then next_is_budget=1
+  fi
+  args+=("$a")
 done
-[ -d bench ] && mv bench results/bench
-tar czf results.tgz --exclude='*.ckpt.pt' results
-[ -s /tmp/ckpts.txt ] && tar czf - -T /tmp/ckpts.txt | split -b 15M - ckpts.tgz.part-
-rm -rf results
-ls -la "$OUT"
+[ "$budget_seen" = 1 ] || args+=(--budget-s "$left")
+pack() {
+  cd "$OUT" || exit 3
+  # only the checkpoints of runs without a result come back (the finished ones' are not needed to
+  # resume, and a call returns at most 8 files); the benchmarks ride in results.tgz
+  : > /tmp/ckpts.txt
+  find results -name '*.ckpt.pt' | while read -r ck; do
+    [ -f "${ck%.ckpt.pt}.json" ] || echo "$ck" >> /tmp/ckpts.txt
+  done
+  [ -d bench ] && mv bench results/bench
+  tar czf results.tgz --exclude='*.ckpt.pt' results
+  if [ -s /tmp/ckpts.txt ]; then
+    tar czf - -T /tmp/ckpts.txt | split -b 15M - ckpts.tgz.part-
+    n=$(ls ckpts.tgz.part-* | wc -l)
+    [ "$n" -gt 6 ] && { echo "checkpoints: $n pieces, more than a call returns; the unfinished runs restart"; rm -f ckpts.tgz.part-*; }
+  fi
+  rm -rf results
+  ls -la "$OUT"
+}
+trap 'echo "terminated: packing what there is"; pack; exit 124' TERM INT
+cd /tmp && python3 -m assocmem.gpu.tasks.campaign --out "$OUT/results" "${args[@]}" 2>&1 | tee "$OUT/results/campaign.log"
+rc=${PIPESTATUS[0]}
+trap - TERM INT
+pack
 exit "$rc"
