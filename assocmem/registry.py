@@ -134,6 +134,7 @@ class Evidence:
         self.skipped: dict[str, str] = {}
         self.computed: dict[str, Any] = {}
         self.notes: list[str] = []
+        self.pending: list[str] = []
         self.summary: str = ""
 
     # -- comparisons -------------------------------------------------
@@ -175,6 +176,11 @@ class Evidence:
 
     def skip(self, layer: str, reason: str) -> None:
         self.skipped[layer] = reason
+
+    def pend(self, reason: str) -> None:
+        """Part of the claim is not measured yet (e.g. its GPU runs are missing): the claim is
+        ``pending`` unless something failed or was disputed."""
+        self.pending.append(reason)
 
     def record(self, **values) -> None:
         self.computed.update(values)
@@ -283,6 +289,9 @@ class Claim:
         elif any(it.disputed for it in ev.items):
             status = "disputed"
             detail = ev.summary or "; ".join(it.name for it in ev.items if it.disputed)
+        elif ev.pending:
+            status = "pending"
+            detail = ev.summary or "pending: " + "; ".join(ev.pending)
         else:
             status = self.expected_status
             detail = ev.summary or f"{len(ev.items)} comparisons passed"

@@ -506,10 +506,79 @@ def _plot_swap_ablations(plt, sw, out_dir) -> list[Path]:
     return paths
 
 
+def dag_curves_data(results_dir) -> dict:
+    """{tag: {model: {"step", "acc", "status"}}} of the seed-0 reachability runs under every protocol:
+    finished, diverged ("diverged") and stopped at a time limit ("stopped"; a partial record carries no
+    protocol block, its tag is read from its file name)."""
+    from .train import result_tag
+
+    d = Path(results_dir) / "dag_reachability"
+    out: dict = {}
+    if not d.is_dir():
+        return out
+    for p in sorted(d.glob("*.json")):
+        r = json.loads(p.read_text(encoding="utf-8"))
+        if r.get("task") != "dag_reachability" or r.get("seed") != 0 or not r.get("curve"):
+            continue
+        if p.name.endswith(".partial.json"):
+            stem = p.name[: -len(".partial.json")].rsplit("_s", 1)[0]
+            tag, status = stem[len(r["model"]) + 2:] if stem != r["model"] else "", "stopped"
+        else:
+            tag = result_tag("dag_reachability", r)
+            if tag is None:
+                continue
+            status = r.get("status") or "finished"
+        c = r["curve"]
+        out.setdefault(tag, {})[r["model"]] = {"step": [x["step"] for x in c], "acc": [x["acc"] for x in c],
+                                               "status": status}
+    return out
+
+
+DAG_TAG_LABELS = {"": "default: two-token edges, unit keys, root first",
+                  "deltaformer_keys-raw": "raw DeltaFormer keys",
+                  "root_position-last__deltaformer_keys-raw": "raw keys, root last",
+                  "edge_tokens-single": "one-token edges",
+                  "edge_tokens-single__deltaformer_keys-raw": "one-token edges, raw keys"}
+
+
+def plot_dag(results_dir, out_dir) -> list[Path]:
+    """AM Fig. 7: per-node training accuracy against steps, one panel per protocol present."""
+    d = dag_curves_data(results_dir)
+    if not d:
+        return []
+    plt = _pyplot()
+    tags = sorted(d, key=lambda t: (t != "", t))
+    with plt.rc_context(_style()):
+        fig, axs = plt.subplots(1, len(tags), figsize=(2.6 * len(tags), 2.6), sharey=True, squeeze=False)
+        cm = plt.get_cmap("viridis")
+        for ax, tag in zip(axs[0], tags):
+            for m, c in sorted(d[tag].items()):
+                if m.startswith("transformer-"):
+                    L = int(m.split("-")[1])
+                    color, label = cm({1: 0.0, 2: 0.3, 4: 0.6, 8: 0.9}.get(L, 0.5)), f"Transformer, {L} layer{'s' if L > 1 else ''}"
+                else:
+                    color, label = plt.get_cmap("tab10")(2 + ["linear", "round2", "relu", "exp", "softmax"].index(
+                        m.split("-", 1)[1])), "DeltaFormer κ1 = " + m.split("-", 1)[1]
+                ls = {"finished": "-", "stopped": ":", "diverged": "--"}[c["status"]]
+                ax.plot(c["step"], c["acc"], ls=ls, color=color,
+                        label=label + ("" if c["status"] == "finished" else f" ({c['status']})"))
+                if c["status"] == "diverged":
+                    ax.plot(c["step"][-1], c["acc"][-1], "x", color=color)
+            ax.set_title(DAG_TAG_LABELS.get(tag, tag), fontsize=7)
+            ax.set_xlabel("training step")
+            ax.legend(fontsize=5)
+        axs[0][0].set_ylabel("per-node training accuracy")
+        fig.suptitle("Reachability in 32-node trees (AM Fig. 7); dotted: stopped at a time limit, "
+                     "dashed ×: diverged", fontsize=8, y=1.05)
+        paths = _save(fig, out_dir, "dag_reachability")
+        plt.close(fig)
+    return paths
+
+
 def render_all(results_dir="results", out_dir=None) -> list[Path]:
     out_dir = Path(results_dir) / "figures" if out_dir is None else Path(out_dir)
     paths = []
-    for fn in (plot_collision, plot_random_keys, plot_swap, plot_stress, plot_curriculum, plot_ablations):
+    for fn in (plot_collision, plot_random_keys, plot_swap, plot_stress, plot_curriculum, plot_ablations, plot_dag):
         paths += fn(results_dir, out_dir)
     return paths
 
