@@ -11,7 +11,7 @@ from assocmem.registry import ClaimResult, _jsonable
 LEGEND = ("confirmed: the published statement holds; corrected: it is wrong as printed (printed form shown "
           "failing, corrected form passing); refined: it holds to leading order and an exact/sharper result is "
           "given; disputed: our own measurement disagrees with part of it (listed); failed: a check did not "
-          "pass; skipped: a layer is unavailable; pending: not implemented yet")
+          "pass; skipped: a layer is unavailable; pending: not implemented or not measured yet")
 
 
 def counts(results: Iterable[ClaimResult]) -> dict:
@@ -48,7 +48,7 @@ def table(results: list[ClaimResult], width: int | None = None, wide: bool = Fal
         lines.append(f"disputed (our own runs disagree with part of the published trend): {', '.join(disp)}")
     pend = [r.id for r in results if r.status == "pending"]
     if pend:
-        lines.append(f"pending (not implemented yet): {', '.join(pend)}")
+        lines.append(f"pending (not implemented or not measured yet): {', '.join(pend)}")
     read = files_by_folder(results)
     if read:
         lines.append(f"saved results read ({sum(len(v) for v in read.values())} files):")

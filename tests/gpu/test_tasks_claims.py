@@ -280,3 +280,26 @@ def test_dag_generator_check_can_fail(monkeypatch):
     r = _claim("task.dag_reachability").run()
     assert r.status == "failed"
     assert any("graph search" in it["name"] and not it["passed"] for it in r.items)
+
+
+def test_mqar_check_replays_the_generator_and_can_fail(monkeypatch):
+    from assocmem.gpu.tasks import mqar as Mq
+
+    r = _claim("task.mqar").run()
+    assert r.status == "pending" and "Fig. 4 readings are pending" in r.detail
+    assert sum(it["passed"] for it in r.items if it["layer"] == "numpy") == 4
+    real = Mq.mqar_batch
+
+    def broken(cfg, batch, *, generator=None, **kw):
+        b = real(cfg, batch, generator=generator, **kw)
+        lab = b.labels.clone()
+        q = torch_nonzero_first(b.role[0] == Mq.QUERY)
+        lab[0, q] = (lab[0, q] + 1) % Mq.VOCAB
+        return b._replace(labels=lab)
+
+    def torch_nonzero_first(mask):
+        return int(mask.nonzero()[0, 0])
+
+    monkeypatch.setattr(Mq, "mqar_batch", broken)
+    r = _claim("task.mqar").run()
+    assert r.status == "failed" and any("dictionary replay" in it["name"] and not it["passed"] for it in r.items)
