@@ -66,7 +66,7 @@ def _l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 def gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, *,
                      use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, A_log=None, dt_bias=None,
                      use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, state_v_first=False,
-                     cu_seqlens=None, **kwargs):
+                     cu_seqlens=None, recurrence: str = "recurrent", **kwargs):
     """Stand-in for fla's ``chunk_gated_delta_rule`` / ``fused_recurrent_gated_delta_rule`` (same signature).
 
     Applies what the fused kernels do before the recurrence, then runs fla's
@@ -75,7 +75,10 @@ def gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_fi
     not use them).
     """
     from fla.ops.gated_delta_rule.gate import naive_gdn_gate
-    from fla.ops.gated_delta_rule.naive import naive_recurrent_gated_delta_rule
+    from fla.ops.gated_delta_rule.naive import naive_chunk_gated_delta_rule, naive_recurrent_gated_delta_rule
+
+    if recurrence not in ("recurrent", "chunk"):
+        raise ValueError(f"recurrence must be 'recurrent' or 'chunk' (got {recurrence!r})")
 
     if cu_seqlens is not None or kwargs.get("cp_context") is not None:
         raise NotImplementedError("the CPU gated delta rule has no variable-length or context-parallel mode")
@@ -94,8 +97,13 @@ def gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_fi
     h0 = initial_state
     if h0 is not None and state_v_first:
         h0 = h0.transpose(-1, -2)
-    o, ht = naive_recurrent_gated_delta_rule(q, k, v, beta, g, scale=scale, initial_state=h0,
+    if recurrence == "chunk":        # fla's chunked (WY) torch reference: the GPU fallback (gdn_backend)
+        o, ht = naive_chunk_gated_delta_rule(q, k, v, g, beta, chunk_size=64, scale=scale, initial_state=h0,
                                              output_final_state=output_final_state)
+        o = o[:, : q.shape[1]]
+    else:
+        o, ht = naive_recurrent_gated_delta_rule(q, k, v, beta, g, scale=scale, initial_state=h0,
+                                                 output_final_state=output_final_state)
     if ht is not None and state_v_first:
         ht = ht.transpose(-1, -2)
     return o.to(v.dtype), ht
@@ -154,15 +162,18 @@ def _rms_norm(mod):
     return forward
 
 
-def _patches(layer: torch.nn.Module) -> list:
+def _patches(layer: torch.nn.Module, recurrence: str = "recurrent") -> list:
+    import functools
+
     import fla.layers.gated_deltanet as gdn_mod
     import fla.modules.causal_conv1d.ops as conv_mod
     from fla.layers import Mamba2
     from fla.modules import FusedRMSNormGated, RMSNorm
     from fla.modules.layernorm_gated import RMSNormGated
 
-    out = [(gdn_mod, "chunk_gated_delta_rule", gated_delta_rule),
-           (gdn_mod, "fused_recurrent_gated_delta_rule", gated_delta_rule),
+    rule = functools.partial(gated_delta_rule, recurrence=recurrence)
+    out = [(gdn_mod, "chunk_gated_delta_rule", rule),
+           (gdn_mod, "fused_recurrent_gated_delta_rule", rule),
            (gdn_mod, "causal_conv1d", causal_conv1d),
            (conv_mod, "causal_conv1d", causal_conv1d)]
     for m in layer.modules():
@@ -180,12 +191,16 @@ def _patches(layer: torch.nn.Module) -> list:
 
 
 @contextlib.contextmanager
-def torch_ops(layer: torch.nn.Module):
-    """Within the block, ``layer`` (a GatedDeltaNet or Mamba2 of fla 0.6.0) runs on torch ops only."""
+def torch_ops(layer: torch.nn.Module, recurrence: str = "recurrent"):
+    """Within the block, ``layer`` (a GatedDeltaNet or Mamba2 of fla 0.6.0) runs on torch ops only.
+
+    ``recurrence``: the gated delta rule token by token (fla's ``naive_recurrent_...``, the CPU
+    default) or chunk by chunk (fla's ``naive_chunk_...``: the GPU fallback where fla's Triton
+    backward is refused, :func:`gdn_backend`)."""
     with _LOCK:
         saved = []
         try:
-            for obj, name, new in _patches(layer):
+            for obj, name, new in _patches(layer, recurrence):
                 if not hasattr(obj, name):
                     raise RuntimeError(f"fla {fla_version()}: {type(obj).__name__}.{name} is missing "
                                        f"(the CPU path is written for fla {FLA_VERSION})")
@@ -199,3 +214,30 @@ def torch_ops(layer: torch.nn.Module):
                     del obj.__dict__[name]           # back to the class's forward
                 else:
                     setattr(obj, name, old)
+
+
+def fla_refuses_gated_backward() -> bool:
+    """fla 0.6.0's own condition for refusing its gated ``chunk_bwd_dqkwg`` (wrong results with Triton
+    ≥ 3.4.0 and < 3.7.1 on Hopper, fla issue #640): true on the H200 with Triton 3.6."""
+    try:
+        from fla.utils import IS_NVIDIA_HOPPER, TRITON_ABOVE_3_4_0, TRITON_ABOVE_3_7_1
+    except ImportError:
+        return False
+    return bool(IS_NVIDIA_HOPPER and TRITON_ABOVE_3_4_0 and not TRITON_ABOVE_3_7_1)
+
+
+def gdn_backend(requested: str = "auto") -> str:
+    """The GDN core on a GPU: ``"triton"`` (fla's kernels) or ``"torch"`` (fla's chunked torch
+    reference under autograd, with the torch stand-ins of :func:`torch_ops`).  ``"auto"`` takes
+    Triton unless fla refuses its backward here (:func:`fla_refuses_gated_backward`); an explicit
+    ``"triton"`` there is refused with the reason rather than failing mid-run."""
+    if requested not in ("auto", "triton", "torch"):
+        raise ValueError(f"gdn_backend must be auto, triton or torch (got {requested!r})")
+    if requested == "torch":
+        return "torch"
+    if fla_refuses_gated_backward():
+        if requested == "triton":
+            raise ValueError("protocol gdn_backend: fla refuses its gated backward on Hopper with Triton >= 3.4 "
+                             "and < 3.7.1 (wrong results, fla #640); use auto or torch, or Triton >= 3.7.1")
+        return "torch"
+    return "triton"

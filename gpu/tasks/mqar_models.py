@@ -256,12 +256,20 @@ class _FLAMixer(nn.Module):
 
     name = ""
 
+    backend = "auto"      # the GPU core (GDN: fla_cpu.gdn_backend); the CPU always runs torch ops
+
     def forward(self, h: torch.Tensor, write_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        from .fla_cpu import torch_ops
         if h.device.type == "cpu":
-            from .fla_cpu import torch_ops
             with torch_ops(self.layer):
                 return self.layer(h)[0]
+        if self._gpu_backend() == "torch":
+            with torch_ops(self.layer, recurrence="chunk"):
+                return self.layer(h)[0]
         return self.layer(h)[0]
+
+    def _gpu_backend(self) -> str:
+        return "triton"
 
     def _core(self) -> str:
         raise NotImplementedError
@@ -283,10 +291,16 @@ class GDNMixer(_FLAMixer):
     """
 
     def __init__(self, d_model: int, *, conv: bool = False, n_heads: int = MQAR_HEADS, key_dim: int = GDN_KEY_DIM,
-                 value_dim: Optional[int] = None, budget: Optional[int] = STATE_BUDGET, conv_size: int = CONV_SIZE):
+                 value_dim: Optional[int] = None, budget: Optional[int] = STATE_BUDGET, conv_size: int = CONV_SIZE,
+                 backend: str = "auto"):
         super().__init__()
         import warnings
         from fla.layers import GatedDeltaNet
+
+        from .fla_cpu import gdn_backend
+
+        gdn_backend(backend)                      # a bad name, or triton where fla refuses it, fails here
+        self.backend = backend
 
         d_model = V.count("d_model", d_model, 1)
         H, dk = V.count("n_heads", n_heads, 1), V.count("key_dim", key_dim, 1)
@@ -317,8 +331,15 @@ class GDNMixer(_FLAMixer):
         L = self.layer
         return sum(c.state_size for c in (L.q_conv1d, L.k_conv1d, L.v_conv1d)) if L.use_short_conv else 0
 
+    def _gpu_backend(self) -> str:
+        from .fla_cpu import gdn_backend
+        return gdn_backend(self.backend)
+
     def _core(self) -> str:
         if next(self.parameters()).device.type == "cuda":
+            if self._gpu_backend() == "torch":
+                return ("torch on GPU (fla naive_chunk_gated_delta_rule under autograd; fla's Triton backward "
+                        "is refused on this GPU/Triton, fla #640)")
             return "fla Triton (chunk_gated_delta_rule)"
         return "torch on CPU (fla naive_recurrent_gated_delta_rule; assocmem.gpu.tasks.fla_cpu)"
 

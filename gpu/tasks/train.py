@@ -193,6 +193,10 @@ PROTOCOL = {
         "epochs": (40, _int_in(1, 1000), "passes over the pool (as steps: epochs x pool / batch)"),
         "pool_size": (0, _int_in(0, 10_000_000), "training sequences (0: the paper's 100k / 160k / 120k)"),
         "warmup_steps": (1024, _int_in(0, 1_000_000), "linear warm-up, then cosine decay to 0"),
+        "gdn_backend": ("auto", _choice("auto", "triton", "torch"),
+                        "GDN's core on a GPU: fla's Triton kernels, or fla's chunked torch reference under "
+                        "autograd; auto takes Triton unless fla refuses its backward there (Hopper with Triton "
+                        ">= 3.4 and < 3.7.1, fla #640: the H200 here)"),
     },
     "dag_reachability": {
         "queries_write": (True, _bool, "fixed: attention models, every token is in the context (the read-out "
@@ -238,6 +242,8 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
         bad = "supervision" if out["supervision"] != "every" else "pos"
         raise ValueError(f"protocol {bad}: applies to the plain swap models (transformer-*, deltaformer-*), "
                          f"not {model!r}")
+    if task == "mqar" and out["gdn_backend"] != "auto" and model is not None and model not in ("gdn", "gdn-conv"):
+        raise ValueError(f"protocol gdn_backend: applies to gdn and gdn-conv, not {model!r}")
     if task == "dag_reachability" and out["deltaformer_keys"] != "unit" and model is not None \
             and not model.startswith("deltaformer-"):
         raise ValueError(f"protocol deltaformer_keys: applies to the DeltaFormers, not {model!r}")
@@ -318,7 +324,8 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
         from .mqar_models import MQARModel
 
         cfg = Mq.train_configs(pr["variant"])[0][0]
-        return MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=pr["d_model"], n_layers=2, mixer=model)
+        kw = {"backend": pr["gdn_backend"]} if model in ("gdn", "gdn-conv") else {}
+        return MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=pr["d_model"], n_layers=2, mixer=model, **kw)
     if task == "dag_reachability":
         cfg = dag_config(pr)
         if model.startswith("deltaformer-"):

@@ -367,3 +367,57 @@ def test_cuda_kernels_match_the_reference_and_the_cpu_path(name, T):
     mx.eval()
     with torch.no_grad():                # GDN: the fused-recurrent kernel for T <= 64
         _close(mx(x.cuda()).cpu(), ref, 2e-3)
+
+
+# ---------------------------------------------------------------------------
+# the GPU fallback for GDN: fla's chunked torch reference (fla refuses its Triton backward on Hopper
+# with Triton >= 3.4 and < 3.7.1, the H200 here)
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ("gdn", "gdn-conv"))
+@pytest.mark.parametrize("T", (9, 64, 150))
+def test_chunked_torch_core_matches_the_reference_forward_and_backward(name, T):
+    """The chunk-by-chunk core (what a Hopper GPU with Triton 3.6 runs) against the float64 token-by-token
+    reference of this file, output and every parameter's gradient; T = 150 crosses chunk boundaries."""
+    mx = small_mixer(name, 16, 3)
+    x = torch.randn(2, T, 16, generator=torch.Generator().manual_seed(4))
+    w = torch.randn(2, T, 16, generator=torch.Generator().manual_seed(5))
+    with fla_cpu.torch_ops(mx.layer, recurrence="chunk"):
+        out = mx.layer(x)[0]
+    ref = reference(mx, x)
+    _close(out, ref, 5e-5)
+    params = dict(mx.named_parameters())
+    with fla_cpu.torch_ops(mx.layer, recurrence="chunk"):
+        g_chunk = torch.autograd.grad((mx.layer(x)[0] * w).sum(), list(params.values()))
+    g_ref = torch.autograd.grad((reference(mx, x) * w.double()).sum(), list(params.values()))
+    for (pname, _), a, b in zip(params.items(), g_chunk, g_ref):
+        assert torch.isfinite(a).all(), pname
+        _close(a, b, 2e-4)
+
+
+def test_gdn_backend_follows_fla_own_refusal(monkeypatch):
+    import fla.utils as fu
+
+    for hopper, above34, above371, auto in ((True, True, False, "torch"), (True, True, True, "triton"),
+                                            (False, True, False, "triton"), (True, False, False, "triton")):
+        monkeypatch.setattr(fu, "IS_NVIDIA_HOPPER", hopper)
+        monkeypatch.setattr(fu, "TRITON_ABOVE_3_4_0", above34)
+        monkeypatch.setattr(fu, "TRITON_ABOVE_3_7_1", above371)
+        assert fla_cpu.gdn_backend("auto") == auto
+        assert fla_cpu.gdn_backend("torch") == "torch"
+        if auto == "torch":
+            with pytest.raises(ValueError, match="protocol gdn_backend: fla refuses its gated backward"):
+                fla_cpu.gdn_backend("triton")
+        else:
+            assert fla_cpu.gdn_backend("triton") == "triton"
+    with pytest.raises(ValueError, match="gdn_backend must be auto, triton or torch"):
+        fla_cpu.gdn_backend("cuda")
+
+
+def test_gdn_backend_is_a_protocol_option_for_the_gdn_models_only():
+    pr = Tr.resolve_protocol("mqar", {"gdn_backend": "torch"}, "gdn")
+    assert pr["gdn_backend"] == "torch"
+    net = Tr.build_model("mqar", "gdn", pr)
+    assert all(mx.backend == "torch" for mx in net.mixers)
+    for model in ("bl", "mamba2"):
+        with pytest.raises(ValueError, match="protocol gdn_backend: applies to gdn and gdn-conv"):
+            Tr.resolve_protocol("mqar", {"gdn_backend": "torch"}, model)
