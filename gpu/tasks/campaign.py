@@ -163,6 +163,18 @@ def device4c():
     return jobs
 
 
+def device5():
+    """The next session's first call (docs/tasks.md, "The second device session"): AM Fig. 7 under the
+    default protocol, which call 3 of 1 December ran but could not return (device4c's runs, the longest
+    last), then a longer MQAR pilot on Base for BL and GDN (12 epochs, three learning rates).  Probe
+    first: ``--probe "mqar:gdn:variant=base,pool_size=2048 mqar:gdn-conv:variant=base,pool_size=2048"``."""
+    jobs = device4c()
+    for model in ("bl", "gdn"):
+        for lr in (3e-4, 1e-3, 3e-3):
+            jobs += grid("mqar", [model], [0], {"variant": "base", "lr": lr, "epochs": 12})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -182,7 +194,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5}
 
 
 def cost(job) -> float:
