@@ -463,7 +463,8 @@ def _plot_swap_ablations(plt, sw, out_dir) -> list[Path]:
     width = defaultdict(dict)
     for r in sw:
         if r["model"].startswith("transformer-") and r["seed"] == 0:
-            d = r["protocol"].get("d_model", 128)
+            pr = r["protocol"]
+            d = (pr.get("d_model", 128), pr.get("pos", "rope"), pr.get("supervision", "every"))
             width[d][int(r["model"].split("-")[1])] = last(r)
     stress = {}
     for r in sw:
@@ -475,10 +476,15 @@ def _plot_swap_ablations(plt, sw, out_dir) -> list[Path]:
     with plt.rc_context(_style()):
         fig, axs = plt.subplots(1, 2, figsize=(6.8, 2.5))
         cm = plt.get_cmap("viridis")
-        for i, d in enumerate(sorted(width)):
+        plain = sorted(d for d in width if d[1:] == ("rope", "every"))
+        for d in sorted(width):
             Ls = sorted(width[d])
-            axs[0].plot(Ls, [width[d][L] for L in Ls], marker="o", ms=2.5, color=cm(i / max(len(width), 1)),
-                        label=f"width {d}")
+            other = d[1:] != ("rope", "every")
+            label = f"width {d[0]}" + (", no position encoding" if d[1] == "nope" else "") + \
+                (", loss at the last token" if d[2] == "last" else "")
+            color = "0.35" if other else cm(plain.index(d) / max(len(plain), 1))
+            axs[0].plot(Ls, [width[d][L] for L in Ls], marker="s" if d[2] == "last" else "o", ms=2.5, color=color,
+                        ls="--" if other else "-", label=label)
         axs[0].axhline(0.5, color="0.6", lw=0.6, ls=":")
         axs[0].set_xscale("log", base=2)
         axs[0].set_xlabel("Transformer layers")
