@@ -1,0 +1,89 @@
+"""scripts/device_campaign.sh, run here with stand-ins for python3 and nvidia-smi: the campaign's
+budget is cut to what the device call has left, only unfinished runs' checkpoints come back, and a
+TERM (the call's own limit) still packs the results."""
+import os
+import shutil
+import signal
+import subprocess
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "device_campaign.sh"
+
+STUB = r'''#!/bin/bash
+echo "python3 $*" >> "$STUB_LOG"
+if [[ "$*" == *"assocmem.gpu.tasks.campaign"* ]]; then
+  out=""; prev=""
+  for a in "$@"; do [ "$prev" = "--out" ] && out="$a"; prev="$a"; done
+  mkdir -p "$out/mqar"
+  echo '{}' > "$out/mqar/bl_s0.json"; echo ck > "$out/mqar/bl_s0.ckpt.pt"; echo ck > "$out/mqar/gdn_s0.ckpt.pt"
+  [ -n "$STUB_SLEEP" ] && sleep "$STUB_SLEEP"
+fi
+exit 0
+'''
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+
+
+def _env(tmp_path, **extra):
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "python3").write_text(STUB)
+    (bin_ / "nvidia-smi").write_text("#!/bin/bash\necho GPU0\n")
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "OUT": str(out), "STUB_LOG": str(tmp_path / "log"),
+           **extra}
+    return env, out
+
+
+def _packed(out):
+    with tarfile.open(out / "results.tgz") as t:
+        names = t.getnames()
+    pieces = sorted(out.glob("ckpts.tgz.part-*"))
+    ck = []
+    if pieces:
+        data = b"".join(p.read_bytes() for p in pieces)
+        tmp = out / "ck.tgz"
+        tmp.write_bytes(data)
+        with tarfile.open(tmp) as t:
+            ck = t.getnames()
+    return names, ck
+
+
+def test_budget_is_clamped_and_only_unfinished_checkpoints_return(tmp_path):
+    env, out = _env(tmp_path)
+    r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--budget-s", "9999", "--call-limit-s", "300"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "budget: 9999 s clamped to the call's" in r.stdout
+    line = [x for x in (tmp_path / "log").read_text().splitlines() if "assocmem.gpu.tasks.campaign" in x][0]
+    budget = int(line.split("--budget-s ")[1].split()[0])
+    assert 200 <= budget <= 255                      # 300 s less the set-up and the 45 s kept for packing
+    names, ck = _packed(out)
+    assert "results/mqar/bl_s0.json" in names and not any(n.endswith(".ckpt.pt") for n in names)
+    assert ck == ["results/mqar/gdn_s0.ckpt.pt"]     # bl_s0 finished: its checkpoint stays behind
+    assert not (out / "results").exists()
+
+
+def test_a_term_still_packs_what_there_is(tmp_path):
+    env, out = _env(tmp_path, STUB_SLEEP="30")
+    p = subprocess.Popen(["bash", str(SCRIPT), "--plan", "device5"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and "assocmem.gpu.tasks.campaign" not in (
+            (tmp_path / "log").read_text() if (tmp_path / "log").exists() else ""):
+        time.sleep(0.2)
+    time.sleep(1.0)
+    os.killpg(p.pid, signal.SIGTERM)                 # the device call's limit: the whole process group
+    stdout, _ = p.communicate(timeout=60)
+    assert p.returncode == 124, stdout
+    assert "terminated: packing what there is" in stdout
+    names, ck = _packed(out)
+    assert "results/mqar/bl_s0.json" in names and ck == ["results/mqar/gdn_s0.ckpt.pt"]
