@@ -506,7 +506,7 @@ def table(result) -> str:
 
 
 def main(argv=None) -> int:
-    from assocmem.cli import Parser, dispatch
+    from assocmem.args import Parser, dispatch
 
     p = Parser(prog="python -m assocmem.gpu.bench", description=__doc__.split("\n")[0])
     add_arguments(p)
@@ -518,7 +518,7 @@ DEFAULT_OUT = "runs/gpu_bench.json"
 
 
 def add_arguments(p):
-    from assocmem.cli import Items
+    from assocmem.args import Items
 
     p.add_argument("--shapes", type=Items(SHAPES, what="shape"), default=None,
                    help="comma list of S1,S2,S3,S4,tiny (default S1,S2,S3,S4 on a GPU; tiny on a CPU, "

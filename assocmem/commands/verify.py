@@ -5,7 +5,7 @@ import sys
 
 
 def register(sub) -> None:
-    from assocmem.cli import Items
+    from assocmem.args import Items
 
     p = sub.add_parser("verify", help="run the claim checks (the main job)",
                        description="Run one check per claim ID of CLAIMS.md; exit 0 iff none failed.")

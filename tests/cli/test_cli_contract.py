@@ -7,7 +7,8 @@ import json
 import pytest
 
 from assocmem import budget, outputs, registry, report
-from assocmem.cli import build_parser, main, name_flags, selected_parser
+from assocmem.args import name_flags, selected_parser
+from assocmem.cli import build_parser, main
 from assocmem.validate import ParamError
 
 
