@@ -1,4 +1,5 @@
-"""BL's special cases: ``bl.delta_reset``, ``bl.additive``, ``bl.delta_plateau`` (BL Prop. 2, Eq. 17, p.6; Table 1; §3.2, App. A; App. E.3).
+"""BL's special cases: ``bl.delta_reset``, ``bl.additive``, ``bl.delta_plateau``
+(BL Prop. 2, Eq. 17, p.6, Table 1; §3.2, App. A; App. E.3).
 
 sympy and mpmath from :mod:`assocmem.theory.bl_families` (the reset gives the delta
 rule, the latent-input model gives the additive family, the fixed-gain plateau)
