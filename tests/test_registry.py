@@ -105,3 +105,19 @@ def test_disputed_when_a_measurement_disagrees_but_checks_pass():
     assert _claim(_both(ok, disp)).run().status == "disputed"
     bad = lambda ev: ev.holds("numpy", "broken", False)  # noqa: E731
     assert _claim(_both(bad, disp)).run().status == "failed"
+
+
+def test_saved_evidence_outside_a_checkout_is_noted_not_guessed(monkeypatch):
+    """bl.chunked's H200 record lives in the source checkout's benchmarks/: found there, and where there
+    is no checkout (an installed package) the check says so instead of reading a path near its own file."""
+    from assocmem.claims import bl_chunked
+    from assocmem.registry import files_read
+
+    ev = Evidence()
+    with files_read() as files:
+        bl_chunked._h200_record(ev)
+    assert "h200_measured_chunk_vs_f64_o" in ev.computed and files == {"benchmarks/h200_chunk.json"}
+    monkeypatch.setattr(bl_chunked, "source_root", lambda: None)
+    ev = Evidence()
+    bl_chunked._h200_record(ev)
+    assert not ev.computed and not ev.items and "not available here" in ev.notes[0]
