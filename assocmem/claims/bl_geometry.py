@@ -86,8 +86,7 @@ def cross_shrinkage(ev: Evidence) -> None:
 
 
 def rotation(ev: Evidence) -> None:
-    d = geo.rotation()
-    sympy_derivation(ev, d)
+    sympy_derivation(ev, geo.rotation())
     # --- mpmath: closed-form θ_n vs the recurrence at 60 digits ---------------
     rs = RationalSampler(SEED + 11)
     worst = mp.inf
