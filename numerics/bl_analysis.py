@@ -170,8 +170,10 @@ def rotation_angles(rho, n_values, *, p0, r2, l2, D: int = 2, prefix=None) -> np
         keys[j, T0 + n:] = kA
     tr = bl_filter(keys, values, l2=l2, r2=r2, p0=p0)
     u = tr.u[np.arange(len(n_values)), T0 + n_values]          # u at the first A write
-    cos = (u @ kA) / np.linalg.norm(u, axis=-1)
-    return np.arccos(np.clip(cos, -1.0, 1.0))
+    # atan2 of the parts across and along k_A: arccos of the cosine would lose half the
+    # digits near 0 (an angle of 0 came out as 2e-8 from a cosine one ulp below 1)
+    along = u @ kA
+    return np.arctan2(np.linalg.norm(u - along[:, None] * kA, axis=-1), along)
 
 
 def rotation_rate_fit(n_values, deviation) -> tuple[float, float, float]:
