@@ -2,10 +2,29 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+
+@functools.lru_cache(maxsize=None)
+def source_root() -> Path | None:
+    """The source checkout this package runs from (the repository, or an editable
+    install of it), or ``None`` for an installed package.
+
+    Saved results (``results/``, ``benchmarks/``) live in the checkout, not in the
+    package: code that reads them asks here instead of walking up from its own file,
+    which in an installed package would land in ``site-packages``.
+    """
+    root = Path(__file__).resolve().parent.parent
+    try:
+        text = (root / "pyproject.toml").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return root if re.search(r'^name\s*=\s*"assocmem"\s*$', text, re.M) else None
 
 
 def git_commit() -> str:

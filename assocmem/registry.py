@@ -1,17 +1,20 @@
-"""The claim registry: one entry per claim ID of ``shared/CLAIMS.md``.
+"""The claim registry: one entry per claim ID of the two papers.
 
 A claim entry names its source (paper, equation, page), the published
-statement or value, and a check function.  The check never prints; it fills an
-:class:`Evidence` object, which records, per layer (``sympy``, ``mpmath``,
-``numpy``, ``triton``), every comparison that was made, its tolerance and
-whether it passed.  The registry turns that into a :class:`ClaimResult`.
+statement or value, and its one check function, found from the ID in one hop:
+:data:`CHECKS` maps the ID to the module of its family under
+:mod:`assocmem.claims` and the function there.  The check never prints; it
+fills an :class:`Evidence` object, which records, per layer (``sympy``,
+``mpmath``, ``numpy``, ``triton``), every comparison that was made, its
+tolerance and whether it passed.  The registry turns that into a
+:class:`ClaimResult`.
 
-Status vocabulary (CLAIMS.md): ``confirmed``, ``corrected``, ``refined``,
-``failed``, ``skipped``, plus ``pending`` for claims whose issue is not done,
-and ``disputed`` for the learned tasks: every check passed, but the toolkit's
-own measurements disagree with part of the published statement (the items
-marked ``disputed`` say which).  A disputed claim is a finding, not a broken
-check, so it does not make ``verify`` exit non-zero.
+Status vocabulary: ``confirmed``, ``corrected``, ``refined``, ``failed``,
+``skipped``, plus ``pending`` for claims without a check yet, and ``disputed``
+for the learned tasks: every check passed, but the toolkit's own measurements
+disagree with part of the published statement (the items marked ``disputed``
+say which).  A disputed claim is a finding, not a broken check, so it does not
+make ``verify`` exit non-zero.
 """
 from __future__ import annotations
 
@@ -24,31 +27,72 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from assocmem.provenance import source_root
+from assocmem.validate import ParamError
 
 STATUSES = ("confirmed", "corrected", "refined", "disputed", "failed", "skipped", "pending")
 LAYERS = ("sympy", "mpmath", "numpy", "triton")
 
-# Modules that register claims.  Each module calls ``register`` at import time.
-CLAIM_MODULES = [
-    "assocmem.claims.catalogue",      # every ID, source and published statement
-    "assocmem.claims.bl_collision",   # bl.collision_table, iso/diag ablations, fig3a
-    "assocmem.claims.bl_filter",      # numpy side of posterior / gated_form / gain_bound
-    "assocmem.claims.bl_theory",      # sympy/mpmath side of the bl.* claims
-    "assocmem.claims.am",             # am.* claims
-    "assocmem.claims.gpu",            # triton layers
-    "assocmem.claims.bl_chunked",     # bl.chunked (numpy chunkwise form, chunked Triton kernels)
-    "assocmem.claims.tasks",          # task.* (learned GPU tasks)
-]
+# Where each claim's check lives: ID -> ("module:function" under assocmem.claims, the
+# status it reports when every comparison passes).  One check per ID, in the module
+# of its family (bl.* in bl_<family>, am.* in am, task.* in tasks); a check may call
+# helpers, and runs its slow parts through ``Evidence.slow``.  A catalogue ID without
+# a row is ``pending``.  The modules are imported when a claim runs, not before.
+CHECKS: dict[str, tuple[str, str]] = {
+    "bl.posterior": ("bl_filter:posterior", "confirmed"),
+    "bl.kronecker": ("bl_filter:kronecker", "confirmed"),
+    "bl.gated_form": ("bl_filter:gated_form", "confirmed"),
+    "bl.gain_bound": ("bl_filter:gain_bound", "confirmed"),
+    "bl.readout_cov": ("bl_filter:readout_cov", "confirmed"),
+    "bl.steady_state": ("bl_steady_state:steady_state", "confirmed"),
+    "bl.steady_state_expansion": ("bl_steady_state:steady_state_expansion", "corrected"),
+    "bl.cross_shrinkage": ("bl_geometry:cross_shrinkage", "confirmed"),
+    "bl.rotation": ("bl_geometry:rotation", "confirmed"),
+    "bl.delta_reset": ("bl_families:delta_reset", "confirmed"),
+    "bl.additive": ("bl_families:additive", "corrected"),
+    "bl.delta_plateau": ("bl_families:delta_plateau", "confirmed"),
+    "bl.collision_table": ("bl_collision:collision_table", "confirmed"),
+    "bl.iso_ablation": ("bl_collision:iso_ablation", "confirmed"),
+    "bl.diag_ablation": ("bl_collision:diag_ablation", "confirmed"),
+    "bl.fig3a_plateau": ("bl_collision:fig3a_plateau", "corrected"),
+    "bl.capacity": ("bl_capacity:capacity", "corrected"),
+    "bl.chunked": ("bl_chunked:chunked", "confirmed"),
+    "bl.complex_dynamics": ("bl_dynamics:complex_dynamics", "confirmed"),
+    "bl.cost": ("bl_dynamics:cost", "confirmed"),
+    "bl.table_recalc": ("bl_tables:table_recalc", "corrected"),
+    "am.snr_linear": ("am:snr_linear", "refined"),
+    "am.snr_relu": ("am:snr_relu", "refined"),
+    "am.snr_exp": ("am:snr_exp", "refined"),
+    "am.snr_scaling": ("am:snr_scaling", "confirmed"),
+    "am.snr_softmax": ("am:snr_softmax", "confirmed"),
+    "am.ffn_memory": ("am:ffn_memory", "confirmed"),
+    "am.gd_objective": ("am:gd_objective", "corrected"),
+    "am.softmax_memory": ("am:softmax_memory", "refined"),
+    "am.deltaformer_equiv": ("am:deltaformer_equiv", "confirmed"),
+    "am.deltaformer_reductions": ("am:deltaformer_reductions", "confirmed"),
+    "am.deltaformer_chunked": ("am:deltaformer_chunked", "confirmed"),
+    "am.swap_theorem": ("am:swap_theorem", "confirmed"),
+    "am.deltanet_fixed_point": ("am:deltanet_fixed_point", "confirmed"),
+    "task.collision_recall": ("tasks:collision_recall", "confirmed"),
+    "task.random_keys": ("tasks:random_keys", "confirmed"),
+    "task.swap_tracking": ("tasks:swap_tracking", "confirmed"),
+    "task.dag_reachability": ("tasks:dag_reachability", "confirmed"),
+    "task.mqar": ("tasks:mqar", "confirmed"),
+}
 
 
 # Files under these folders are evidence: a check that opens one for reading has
 # it listed in its result (``ClaimResult.files``), so a report says which saved
 # results it rests on.  Recorded by an audit hook around each check, so no check
 # has to remember to declare what it reads.
-ROOT = Path(__file__).resolve().parent.parent
-EVIDENCE_ROOTS = (ROOT / "results", ROOT / "benchmarks")
+# They belong to the source checkout: an installed package has none, and its checks
+# say so where they would have read one.
+ROOT = source_root()
+EVIDENCE_ROOTS = () if ROOT is None else (ROOT / "results", ROOT / "benchmarks")
 _reading: list[set] = []          # one set per check running now (nested runs record in all)
 _hooked = False
 
@@ -129,7 +173,8 @@ class Evidence:
     computed one, which is what a ``corrected`` claim has to show.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, include_slow: bool = False) -> None:
+        self.include_slow = include_slow
         self.items: list[Item] = []
         self.skipped: dict[str, str] = {}
         self.computed: dict[str, Any] = {}
@@ -181,6 +226,14 @@ class Evidence:
         """Part of the claim is not measured yet (e.g. its GPU runs are missing): the claim is
         ``pending`` unless something failed or was disputed."""
         self.pending.append(reason)
+
+    def slow(self, part: Callable[["Evidence"], Any]) -> None:
+        """Run ``part(self)``, a slow part of a check (larger sizes), only under
+        ``verify --slow``; otherwise record it as skipped (``slow:<its name>``)."""
+        if self.include_slow:
+            part(self)
+        else:
+            self.skip(f"slow:{part.__name__}", "slow check: run with --slow")
 
     def record(self, **values) -> None:
         self.computed.update(values)
@@ -235,7 +288,7 @@ class ClaimResult:
         }
 
     def _repr_html_(self) -> str:   # Jupyter: status, layers, published against computed
-        from assocmem.report import html
+        from assocmem.report import html    # report imports this module: import on use
 
         return html(self)
 
@@ -247,35 +300,33 @@ class Claim:
     source: str
     published: str
     layers: tuple[str, ...] = ()
-    # (function, status when every item passes, slow?) -- several modules may
-    # contribute checks to one claim (e.g. its numpy side and its sympy side)
-    checks: list = field(default_factory=list)
+    # its one check: "module:function" under assocmem.claims (from CHECKS), or the function
+    check: str | Callable[[Evidence], None] | None = None
+    # what it reports when every comparison passes: confirmed, corrected or refined
+    expected_status: str = "confirmed"
 
-    @property
-    def expected_status(self) -> str:
-        sts = [s for _, s, _ in self.checks]
-        for s in ("corrected", "refined"):
-            if s in sts:
-                return s
-        return "confirmed"
+    def check_function(self) -> Callable[[Evidence], None]:
+        """The check itself (importing the module of its family)."""
+        if callable(self.check):
+            return self.check
+        module, name = self.check.split(":")
+        return getattr(importlib.import_module(f"assocmem.claims.{module}"), name)
 
     def run(self, include_slow: bool = False) -> ClaimResult:
-        if not self.checks:
+        if self.check is None:
             return ClaimResult(self.id, "pending", [], self.source, self.published, {},
                                "pending: no check implemented yet")
-        ev = Evidence()
+        ev = Evidence(include_slow=include_slow)
         t0 = time.perf_counter()
         crashed = None
         with files_read() as files:
-            for fn, _, slow in self.checks:
-                if slow and not include_slow:
-                    ev.skip(f"slow:{fn.__name__}", "slow check: run with --slow")
-                    continue
-                try:
-                    fn(ev)
-                except Exception as exc:  # a crashing check is a failed check, reported
-                    crashed = f"{fn.__name__} raised {type(exc).__name__}: {exc}"
-                    ev.note(traceback.format_exc(limit=6))
+            try:
+                fn = self.check_function()
+                fn(ev)
+            except Exception as exc:  # a crashing check is a failed check, reported
+                name = getattr(self.check, "__name__", self.check)
+                crashed = f"{name} raised {type(exc).__name__}: {exc}"
+                ev.note(traceback.format_exc(limit=6))
         dt = time.perf_counter() - t0
         fails = ev.failures
         if crashed:
@@ -308,7 +359,7 @@ _LOADED = False
 
 
 def declare(id: str, title: str, source: str, published: str, layers: tuple[str, ...] = ()) -> Claim:
-    """Add a claim to the catalogue (without a check: it is ``pending``)."""
+    """Add a claim to the catalogue (its check comes from :data:`CHECKS`; without one it is ``pending``)."""
     if id in _REGISTRY:
         raise ValueError(f"claim {id!r} declared twice")
     c = Claim(id=id, title=title, source=source, published=published, layers=tuple(layers))
@@ -316,38 +367,17 @@ def declare(id: str, title: str, source: str, published: str, layers: tuple[str,
     return c
 
 
-def check(id: str, *, status: str = "confirmed", slow: bool = False):
-    """Decorator attaching a check function to a declared claim.
-
-    ``status`` is what the claim reports when every comparison passes
-    (``confirmed``, ``corrected`` or ``refined``; a claim with several checks
-    reports the strongest of them).  A ``slow`` check runs only with
-    ``verify --slow``.
-    """
-    if status not in ("confirmed", "corrected", "refined"):
-        raise ValueError(f"status must be confirmed/corrected/refined, got {status!r}")
-
-    def deco(fn: Callable[[Evidence], None]):
-        importlib.import_module("assocmem.claims.catalogue")   # declares every ID
-        if id not in _REGISTRY:
-            raise KeyError(f"claim {id!r} is not in the catalogue")
-        _REGISTRY[id].checks.append((fn, status, slow))
-        return fn
-
-    return deco
-
-
 def load() -> dict[str, Claim]:
+    """Every claim of the catalogue, each with its check from :data:`CHECKS`."""
     global _LOADED
     if not _LOADED:
-        for mod in CLAIM_MODULES:
-            try:
-                importlib.import_module(mod)
-            except ModuleNotFoundError as exc:
-                # Only a missing claim module itself is tolerated (a layer whose
-                # issue is not done); a missing dependency inside it is a bug.
-                if exc.name != mod:
-                    raise
+        importlib.import_module("assocmem.claims.catalogue")     # declares every ID
+        for cid, (where, status) in CHECKS.items():
+            if cid not in _REGISTRY:
+                raise KeyError(f"CHECKS names claim {cid!r}, which is not in the catalogue")
+            if status not in ("confirmed", "corrected", "refined"):
+                raise ValueError(f"{cid}: status must be confirmed/corrected/refined, got {status!r}")
+            _REGISTRY[cid].check, _REGISTRY[cid].expected_status = where, status
         _LOADED = True
     return _REGISTRY
 
@@ -356,8 +386,6 @@ def claims(pattern: str | Iterable[str] | None = None) -> list[Claim]:
     """The claims whose IDs match any of the glob patterns (a comma-separated
     string or a sequence); ``None`` selects all.  Every pattern must match at
     least one ID: a typo is an error, not a smaller selection."""
-    from assocmem.validate import ParamError
-
     reg = load()
     if pattern is None:
         return list(reg.values())
@@ -380,10 +408,8 @@ def _to_float(x) -> float:
 
 
 def _is_exact_zero(expr) -> bool:
-    try:
-        import sympy as sp
-    except ImportError:  # pragma: no cover
-        return expr == 0
+    import sympy as sp     # on use: sympy takes ~0.5 s to import, and `verify --list` needs none of it
+
     if isinstance(expr, sp.MatrixBase):
         return all(sp.simplify(e) == 0 for e in expr)
     return sp.simplify(expr) == 0
@@ -414,8 +440,6 @@ def _jsonable(x):
         return [_jsonable(v) for v in x]
     mod = type(x).__module__
     if mod.startswith("numpy"):
-        import numpy as np
-
         if isinstance(x, np.ndarray):
             return _jsonable(x.tolist())
         return _jsonable(x.item())

@@ -3,7 +3,7 @@
 Each function raises :class:`ParamError` (a ``ValueError``) naming the
 parameter and the offending value.  The CLI turns it into a one-line message
 and exit status 2, with the parameter's name replaced by the flag the user
-typed (``n_a`` -> ``--n-a``; see :func:`assocmem.cli.dispatch`).
+typed (``n_a`` -> ``--n-a``; see :func:`assocmem.args.dispatch`).
 """
 from __future__ import annotations
 

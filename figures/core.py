@@ -21,20 +21,14 @@ logging.getLogger("fontTools").setLevel(logging.ERROR)
 import matplotlib  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
+from assocmem.style import STYLE  # noqa: E402  (shared with the learned tasks' plots)
+
 COLUMN_WIDTH = 3.4     # inches, one column of a two-column paper
 COLORS = {"dense": "#1f4e9c", "diag": "#4aa3df", "reset": "#d1495b", "iso": "#8d6a9f",
           "linear": "#edae49", "exact": "#222222", "leading": "#d1495b", "mc": "#1f4e9c",
           "round2": "#66a182", "printed": "#d1495b", "corrected": "#1f4e9c"}
 LABELS = {"dense": "BL", "diag": "BL (diagonal cov.)", "reset": "Reset / Delta", "iso": "Isotropic prior",
           "linear": "Linear attention"}
-
-STYLE = {
-    "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "legend.fontsize": 7,
-    "xtick.labelsize": 7, "ytick.labelsize": 7, "axes.spines.top": False, "axes.spines.right": False,
-    "axes.grid": True, "grid.alpha": 0.25, "grid.linewidth": 0.5, "lines.linewidth": 1.3,
-    "legend.frameon": False, "figure.dpi": 150, "savefig.dpi": 300, "savefig.bbox": "tight",
-    "pdf.fonttype": 42, "mathtext.fontset": "cm",
-}
 
 
 @dataclass

@@ -336,7 +336,7 @@ def _config_items(cls):
 
 
 def add_arguments(p):
-    from assocmem.cli import Items
+    from assocmem.args import Items
 
     from .config import BACKWARDS, ChunkConfig, FusedConfig
 
@@ -380,7 +380,7 @@ def run_args(args) -> int:
 
 
 def main(argv=None) -> int:
-    from assocmem.cli import Parser, dispatch
+    from assocmem.args import Parser, dispatch
 
     p = Parser(prog="python -m assocmem.gpu.bench", description=__doc__.split("\n")[0])
     add_arguments(p)

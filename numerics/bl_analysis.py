@@ -5,9 +5,9 @@ Every quantity here is produced by running the design model's filter
 ``vec S`` (:func:`~assocmem.numerics.kalman.vec_kalman_filter`), sampling, or
 conditioning a joint Gaussian written from a model's definition.  None of
 these functions evaluates the closed forms of :mod:`assocmem.theory` they are
-checked against; the claim checks (``assocmem.claims.bl_theory``) compare.
+checked against; the claim checks (``assocmem.claims.bl_*``) compare.
 
-Contents (claim IDs of CLAIMS.md):
+Contents (by claim ID):
 
 * :func:`readout_monte_carlo` -- ``bl.readout_cov``: sample ``S ~ N(M, I_m ⊗ P)``
   and ``Z | S ~ N(Sᵀq, I_m)``; sample mean / covariance with standard errors.
@@ -16,7 +16,8 @@ Contents (claim IDs of CLAIMS.md):
 * :func:`cross_shrinkage_run` -- ``bl.cross_shrinkage``: ``Δ_B`` per step from
   the filter's posterior covariances while ``A`` is written repeatedly.
 * :func:`rotation_angles` -- ``bl.rotation``: the angle between the filter's
-  write direction ``u`` at an ``A`` write and ``k_A``, after ``n`` writes of ``B``.
+  write direction ``u`` at an ``A`` write and ``k_A``, after ``n`` writes of ``B``;
+  :func:`rotation_rate_fit` measures how fast it approaches ``arcsin ρ``.
 * :func:`delta_rule_reference` -- ``bl.delta_reset``: DeltaNet / Gated DeltaNet /
   KDA / Longhorn in their own published conventions.
 * :func:`latent_input_posterior` -- ``bl.additive``: posterior of ``vec S_T``
@@ -169,8 +170,31 @@ def rotation_angles(rho, n_values, *, p0, r2, l2, D: int = 2, prefix=None) -> np
         keys[j, T0 + n:] = kA
     tr = bl_filter(keys, values, l2=l2, r2=r2, p0=p0)
     u = tr.u[np.arange(len(n_values)), T0 + n_values]          # u at the first A write
-    cos = (u @ kA) / np.linalg.norm(u, axis=-1)
-    return np.arccos(np.clip(cos, -1.0, 1.0))
+    # atan2 of the parts across and along k_A: arccos of the cosine would lose half the
+    # digits near 0 (an angle of 0 came out as 2e-8 from a cosine one ulp below 1)
+    along = u @ kA
+    return np.arctan2(np.linalg.norm(u - along[:, None] * kA, axis=-1), along)
+
+
+def rotation_rate_fit(n_values, deviation) -> tuple[float, float, float]:
+    """Fit ``θ_n − arcsin ρ ≈ −c/(n + n0)`` to measured angles: ``(n0, c, exponent)``.
+
+    ``deviation`` is ``θ_n − arcsin ρ`` at the increasing ``n_values`` (from
+    :func:`rotation_angles`).  ``n0`` and ``c`` solve the model through the two
+    largest ``n``; ``exponent`` is the least-squares slope of
+    ``log|θ_n − arcsin ρ|`` against ``log(n + n0)`` over the four largest (−1
+    when the decay is ``1/n``).  A measurement of the simulated curve: the
+    closed-form ``c`` and ``n0`` it is compared with are the theory's.
+    """
+    n, dev = np.asarray(n_values), np.asarray(deviation, dtype=float)
+    if n.ndim != 1 or n.shape != dev.shape or len(n) < 4:
+        raise V.ParamError("n_values", f"n_values and deviation must be 1-d of one length >= 4 "
+                                       f"(got {n.shape} and {dev.shape})")
+    (n1, n2), (d1, d2) = n[-2:], dev[-2:]
+    n0 = (n2 * d2 - n1 * d1) / (d1 - d2)
+    c = float(-d1 * (n1 + n0))
+    exponent = float(np.polyfit(np.log(n[-4:] + n0), np.log(-dev[-4:]), 1)[0])
+    return float(n0), c, exponent
 
 
 # ----------------------------------------------------------------------------

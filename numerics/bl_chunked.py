@@ -1,4 +1,4 @@
-r"""The BL filter chunk by chunk, in float64 numpy (BL App. D, p.16; PERF.md's lead).
+r"""The BL filter chunk by chunk, in float64 numpy (BL App. D, p.16; the form the chunked kernel follows).
 
 Within a chunk of ``C`` tokens ``τ = 0..C−1`` starting from the posterior
 ``(M_0, P_0)`` of the previous token (one value column ``s`` shown; all columns

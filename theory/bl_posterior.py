@@ -206,19 +206,6 @@ def posterior_general() -> Derivation:
 # ----------------------------------------------------------------------------
 
 
-def _five_step(A, P, M, k, v, l2, r2):
-    """The five-step recurrence with sympy matrices (used by the symbolic
-    cost count and the explicit checks of other modules)."""
-    D = P.shape[0]
-    Pbar = A * P * A.T + l2 * sp.eye(D)
-    u = Pbar * k
-    beta = 1 / (r2 + (k.T * u)[0, 0])
-    AM = A * M
-    Mn = AM + beta * u * (v - AM.T * k).T
-    Pn = Pbar - beta * u * u.T
-    return Mn, Pn, Pbar, u, beta
-
-
 def _update_field(fld, Pbar, Mbar, k, v, r2s):
     """Kalman *update* on vec S (explicit Kronecker products, ``R = diag(r2s)``)
     and the recurrence's steps 2-5 per column, in field arithmetic.

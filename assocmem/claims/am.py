@@ -5,7 +5,10 @@ derivations and ``mpmath`` closed forms from :mod:`assocmem.theory`
 (``am_snr``, ``am_updates``, ``am_deltaformer``, ``am_swap``) against
 ``numpy`` simulations from :mod:`assocmem.numerics` written from the models.
 Monte Carlo comparisons use a z-test at 4.5 standard errors with fixed seeds;
-parameter sets are lists, not the paper's one setting.
+parameter sets are lists, not the paper's one setting.  ``am.deltaformer_chunked``
+also checks the torch solve the GPU tasks train with (its ``torch`` layer, skipped
+without torch); ``am.snr_exp`` and ``am.swap_theorem`` have slow parts at larger
+sizes (``verify --slow``).
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from assocmem.numerics import am_deltaformer as ndf
 from assocmem.numerics import am_snr as nsnr
 from assocmem.numerics import am_swap as nswap
 from assocmem.numerics import am_updates as nupd
-from assocmem.registry import Evidence, check
+from assocmem.registry import Evidence
 from assocmem.theory import am_deltaformer as tdf
 from assocmem.theory import am_snr as tsnr
 from assocmem.theory import am_swap as tswap
@@ -145,8 +148,7 @@ def _snr_common(ev: Evidence, kernel: str) -> None:
               exact_sphere=str(der.exact_sphere), exact_gaussian=str(der.exact_gaussian), monte_carlo=rows)
 
 
-@check("am.snr_linear", status="refined")
-def _snr_linear(ev: Evidence):
+def snr_linear(ev: Evidence) -> None:
     _snr_common(ev, "linear")
     # the leading order is the N, d → ∞ limit of the exact form at fixed N/d
     c = sp.Symbol("c", positive=True)
@@ -156,15 +158,13 @@ def _snr_linear(ev: Evidence):
                   "paper's N/d is its large-d limit; MC agrees")
 
 
-@check("am.snr_relu", status="refined")
-def _snr_relu(ev: Evidence):
+def snr_relu(ev: Evidence) -> None:
     _snr_common(ev, "relu")
     ev.summary = ("exact (N-1)/(2(d-2)) for d>=3 (equal-norm values), x dv/(dv-2) for Gaussian values; "
                   "paper's N/(2d) is its large-d limit; MC agrees")
 
 
-@check("am.snr_exp", status="refined")
-def _snr_exp(ev: Evidence):
+def snr_exp(ev: Evidence) -> None:
     _snr_common(ev, "exp")
     ser, lim = tsnr.exp_sqrt_d_asymptotics()
     x = sp.Symbol("x", positive=True)
@@ -204,10 +204,19 @@ def _snr_exp(ev: Evidence):
               fixed_tau=fixed, tau_min_for_finite="2(sqrt(2)-1) = 0.8284")
     ev.summary = ("exact (N-1)(1+4(tau-1)/tau^2)^(-d/2), finite iff tau>0.828; at tau=sqrt(d) "
                   "exact/leading -> e^4 = 54.6 (10.9 at d=64); at fixed tau it grows like exp(cd)")
+    ev.slow(_snr_exp_large)
 
 
-@check("am.snr_scaling", status="confirmed")
-def _snr_scaling(ev: Evidence):
+def _snr_exp_large(ev: Evidence) -> None:
+    """The slow part: Monte Carlo at d = 256 and d = 128 (tau = sqrt(d))."""
+    for j, (n, dd, tt, S) in enumerate([(64, 256, 16.0, 10000), (64, 128, math.sqrt(128), 20000)]):
+        mc = nsnr.mc_inverse_snr("exp", n, dd, tau=tt, samples=S, seed=300 + j)
+        exact = float(tsnr.inverse_snr_exact("exp", n, dd, repr(tt)))
+        ev.close("numpy", f"slow: Monte Carlo vs exact (N={n}, d={dd}, tau={tt:.4g}; {S} memories)", mc.mean, exact,
+                 abs_tol=Z * mc.stderr, note=f"z = {(mc.mean - exact) / mc.stderr:+.2f}")
+
+
+def snr_scaling(ev: Evidence) -> None:
     c = sp.Symbol("c", positive=True)
     dsol = sp.solve(sp.Eq((tsnr.N - 1) / (tsnr.d - 2), c), tsnr.d)[0]
     ev.exact("sympy", "linear, exact: SNR^-1 = c  <=>  d = 2 + (N-1)/c", dsol - (2 + (tsnr.N - 1) / c))
@@ -255,8 +264,7 @@ def _snr_scaling(ev: Evidence):
                   "sqrt(d) = 3 + log(N)/2 + o(1) (printed: 1 + log(N)/2): d ~ log^2(N)/4 survives")
 
 
-@check("am.snr_softmax", status="confirmed")
-def _snr_softmax(ev: Evidence):
+def snr_softmax(ev: Evidence) -> None:
     Zs, c = sp.symbols("Z c", positive=True)
     r = sp.Matrix(sp.symbols("r0:3", real=True))
     v = sp.Matrix(sp.symbols("w0:3", real=True))
@@ -293,8 +301,7 @@ def _snr_softmax(ev: Evidence):
 # =============================================================================
 # FFN, update rules
 # =============================================================================
-@check("am.ffn_memory", status="confirmed")
-def _ffn_memory(ev: Evidence):
+def ffn_memory(ev: Evidence) -> None:
     rng = np.random.default_rng(11)
     for (m, D, Do, B) in [(64, 16, 16, 20), (7, 3, 5, 9), (256, 32, 8, 4)]:
         WK, WV = rng.standard_normal((m, D)), rng.standard_normal((m, Do))
@@ -306,8 +313,7 @@ def _ffn_memory(ev: Evidence):
     ev.summary = "a bias-free ReLU FFN equals the ReLU-kernel memory with keys = rows of W_K, values = rows of W_V"
 
 
-@check("am.gd_objective", status="corrected")
-def _gd_objective(ev: Evidence):
+def gd_objective(ev: Evidence) -> None:
     for m, n in ((2, 2), (2, 3)):
         ev.exact("sympy", f"J - J^T = -2 (B_s (x) A_a - B_a (x) A_s) for S in R^{m}x{n}",
                  tupd.jacobian_asymmetry_identity(m, n))
@@ -351,8 +357,7 @@ def _gd_objective(ev: Evidence):
                   "also give L = norm(S)^2/2 - tr(S^T A S B)/2 - <C,S>")
 
 
-@check("am.softmax_memory", status="refined")
-def _softmax_memory(ev: Evidence):
+def softmax_memory(ev: Evidence) -> None:
     for t, r in enumerate(tupd.running_mean_residuals(8), start=2):
         ev.exact("sympy", f"mean of {t} terms = ((t-1)/t) mean of {t - 1} + x_t/t", r)
     q2, tau, t, mu, second, rel = tupd.exp_denominator_moments()
@@ -407,8 +412,7 @@ def _softmax_memory(ev: Evidence):
                   "O(t^-1/2) (RMS sqrt((e^{norm(q)^2/tau^2}-1)/t)); steps 1/t never stop adaptation (t0/T -> 0)")
 
 
-@check("am.deltanet_fixed_point", status="confirmed")
-def _deltanet_fixed_point(ev: Evidence):
+def deltanet_fixed_point(ev: Evidence) -> None:
     normal, grad, det = tupd.fixed_point_square_residuals(2, 2)
     ev.exact("sympy", "S* = W_v W_k^-1 solves the normal equations for any Sigma", normal)
     ev.exact("sympy", "gradient of E norm(S W_k x - W_v x)^2 vanishes at W_v W_k^-1", grad)
@@ -452,8 +456,7 @@ def _df_data(T, d, dv, seed, scale=1.0):
     return K, Vv, W, Q, alpha, beta
 
 
-@check("am.deltaformer_equiv", status="confirmed")
-def _deltaformer_equiv(ev: Evidence):
+def deltaformer_equiv(ev: Evidence) -> None:
     res = tdf.equivalence_residuals(3, 2, 2, gated=True)
     ev.exact("sympy", "S_t = sum u_i phi_i^T and o_t = sum k(k_i,q_t) u_i (T=3, symbolic phi, v, alpha, beta)",
              sp.Matrix.vstack(*[r.reshape(len(r), 1) for r in res]))
@@ -494,8 +497,7 @@ def _deltaformer_equiv(ev: Evidence):
                   "k1 != k2 or w != k: two states, not one delta rule")
 
 
-@check("am.deltaformer_reductions", status="confirmed")
-def _deltaformer_reductions(ev: Evidence):
+def deltaformer_reductions(ev: Evidence) -> None:
     for T, d, dv, seed in [(33, 8, 4, 1), (64, 16, 16, 2)]:
         K, Vv, W, Q, _, be = _df_data(T, d, dv, seed)
         tau = math.sqrt(d)
@@ -523,8 +525,7 @@ def _deltaformer_reductions(ev: Evidence):
                   "(alpha=beta gives its step size)")
 
 
-@check("am.deltaformer_chunked", status="confirmed")
-def _deltaformer_chunked(ev: Evidence):
+def deltaformer_chunked(ev: Evidence) -> None:
     ev.exact("sympy", "u recursion = (I + A)^-1 V (T=4, symbolic strictly lower A)", tdf.triangular_residual(4, 1))
     ev.exact("sympy", "block forward substitution = (I + A)^-1 V (T=5, C=2, ragged last chunk)",
              tdf.blockwise_residual(5, 2, 1))
@@ -572,16 +573,45 @@ def _deltaformer_chunked(ev: Evidence):
     curve = ndf.blockwise_cost_curve(256, 16, 16, [1, 4, 16, 64, 256])
     ev.record(cost_curve_T256_d16=curve, closed_form="(d + d_v) T (T + C) + T C (C - 1)/2 for C | T")
     ev.skip("triton", "no Triton DeltaFormer kernel; the torch solve used by the GPU tasks is checked as the "
-                      "'torch' layer (assocmem/claims/gpu.py)")
+                      "'torch' layer instead")
     ev.summary = ("U = (I+A)^-1 V = recursion = blockwise (1e-12, 7 kernels); ceil(T/C) sequential steps; "
                   "work (d+d_v)T(T+C) + TC(C-1)/2 = O(T^2 d + TCd + TC^2)")
+    deltaformer_solve_torch(ev)
+
+
+def deltaformer_solve_torch(ev: Evidence) -> None:
+    """The torch DeltaFormer solve the GPU tasks train with (one unit-triangular
+    solve, ``gpu.tasks.models.deltaformer_u``) against the numpy token-by-token
+    ``u_t`` recursion, kernel by kernel, in float64."""
+    try:
+        import torch
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        ev.skip("torch", f"torch not available: {exc}")
+        return
+    from assocmem.gpu.tasks.models import deltaformer_u     # torch: imported only when this layer runs
+
+    rng = np.random.default_rng(31)
+    T, d, dv = 41, 8, 3
+    worst = {}
+    for name in ("linear", "relu", "exp", "softmax"):
+        K = rng.standard_normal((T, d)) / np.sqrt(d)
+        V = rng.standard_normal((T, dv))
+        beta = rng.uniform(0.1, 0.9, T)
+        # the task model scales exp/softmax scores by 1/√d: the numpy kernel's τ = √d
+        kern = ndf.Kernel(name, tau=float(np.sqrt(d))) if name in ("exp", "softmax") else ndf.Kernel(name)
+        U_np, _ = ndf.deltaformer_sequential(K, V, beta=beta, kappa1=kern)
+        U_t = deltaformer_u(torch.tensor(V)[None, None], torch.tensor(K)[None, None],
+                            torch.tensor(beta)[None, None], name)[0, 0].numpy()
+        worst[name] = float(np.abs(U_t - U_np).max() / max(1.0, np.abs(U_np).max()))
+        ev.close("torch", f"torch triangular solve (GPU task model) = numpy u_t recursion, κ1 = {name}",
+                 worst[name], 0.0, abs_tol=1e-12)
+    ev.record(torch_vs_numpy_max_rel=worst)
 
 
 # =============================================================================
 # Swap theorem
 # =============================================================================
-@check("am.swap_theorem", status="confirmed")
-def _swap_theorem(ev: Evidence):
+def swap_theorem(ev: Evidence) -> None:
     steps = tswap.induction_step(4, 2)
     ev.exact("sympy", "idealised step: S + (0 - S k) k^T = S P_ab, k = e_a - e_b (all pairs, n=4), base case S = V",
              sp.Matrix.vstack(*[s.reshape(len(s), 1) for s in steps]))
@@ -643,6 +673,19 @@ def _swap_theorem(ev: Evidence):
                   f"linear/round2 fail ({runs['linear'].mismatches}/{runs['round2'].mismatches} mismatches); "
                   f"stress: Welch bound {stress['welch_512_128']:.4f} at n=512, d=128 (round2 never exact on unit "
                   f"keys for n > d); keys 0.1*k (coherence < 1/8), beta=100 make round2 exact")
+    ev.slow(_swap_theorem_large)
+
+
+def _swap_theorem_large(ev: Evidence) -> None:
+    """The slow part: n = 256 keys, 4000 swaps; the stress test at n = 512, d = 128."""
+    n, swaps = 256, 4000
+    ks = nswap.near_orthogonal_keys(n, 0.12, method="greedy")
+    pairs = nswap.swap_pairs(n, swaps, seed=2)
+    r = nswap.simulate_swaps(ks.keys, pairs, "exact")
+    ev.holds("numpy", f"slow: exact kernel, n={n}, d={ks.d} (< n), {swaps} swaps: 0 mismatches, 0 error",
+             r.mismatches == 0 and r.max_readout_error == 0.0 and ks.max_abs_inner < 0.125,
+             computed={"d": ks.d, "max_abs_inner": ks.max_abs_inner, "mismatches": r.mismatches})
+    ev.record(stress_large=_swap_stress_numpy(ev, 512, 128, 1024, seed=1, taus=nswap.STRESS_TAUS, slow=True))
 
 
 def _swap_stress_theory(ev: Evidence) -> dict:
@@ -751,22 +794,3 @@ def _swap_stress_numpy(ev: Evidence, n: int, d: int, swaps: int, seed: int, taus
                              "key_sets": meas}}
 
 
-@check("am.swap_theorem", status="confirmed", slow=True)
-def _swap_theorem_large(ev: Evidence):
-    n, swaps = 256, 4000
-    ks = nswap.near_orthogonal_keys(n, 0.12, method="greedy")
-    pairs = nswap.swap_pairs(n, swaps, seed=2)
-    r = nswap.simulate_swaps(ks.keys, pairs, "exact")
-    ev.holds("numpy", f"slow: exact kernel, n={n}, d={ks.d} (< n), {swaps} swaps: 0 mismatches, 0 error",
-             r.mismatches == 0 and r.max_readout_error == 0.0 and ks.max_abs_inner < 0.125,
-             computed={"d": ks.d, "max_abs_inner": ks.max_abs_inner, "mismatches": r.mismatches})
-    ev.record(stress_large=_swap_stress_numpy(ev, 512, 128, 1024, seed=1, taus=nswap.STRESS_TAUS, slow=True))
-
-
-@check("am.snr_exp", status="refined", slow=True)
-def _snr_exp_large(ev: Evidence):
-    for j, (n, dd, tt, S) in enumerate([(64, 256, 16.0, 10000), (64, 128, math.sqrt(128), 20000)]):
-        mc = nsnr.mc_inverse_snr("exp", n, dd, tau=tt, samples=S, seed=300 + j)
-        exact = float(tsnr.inverse_snr_exact("exp", n, dd, repr(tt)))
-        ev.close("numpy", f"slow: Monte Carlo vs exact (N={n}, d={dd}, tau={tt:.4g}; {S} memories)", mc.mean, exact,
-                 abs_tol=Z * mc.stderr, note=f"z = {(mc.mean - exact) / mc.stderr:+.2f}")

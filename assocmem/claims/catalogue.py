@@ -1,7 +1,7 @@
-"""Every claim ID of ``shared/CLAIMS.md`` with its source and published statement.
+"""Every claim ID of the two papers with its source and published statement.
 
-A declared claim without a check is reported as ``pending``.  The checks live
-in the sibling modules and attach themselves with ``registry.check``.
+Where each ID's check lives is ``assocmem.registry.CHECKS``; a declared claim
+without a check there is reported as ``pending``.
 """
 from assocmem.registry import declare
 

@@ -5,7 +5,7 @@ import json
 
 
 def register(sub) -> None:
-    from assocmem.cli import Int, Items, Real
+    from assocmem.args import Int, Items, Real
     from assocmem.numerics.bl_filter import VARIANTS
 
     p = sub.add_parser(

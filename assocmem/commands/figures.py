@@ -9,7 +9,7 @@ FORMATS = ("png", "pdf", "svg")
 
 
 def register(sub) -> None:
-    from assocmem.cli import Items
+    from assocmem.args import Items
 
     p = sub.add_parser("figures", help="regenerate the analytic figures (PDF/PNG + caption files)",
                        description="Render the analytic figures (one file per format plus a caption .txt) "

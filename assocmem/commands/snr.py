@@ -13,7 +13,7 @@ import sys
 
 
 def register(sub) -> None:
-    from assocmem.cli import SEED, Int, Real
+    from assocmem.args import SEED, Int, Real
 
     p = sub.add_parser(
         "snr", help="inverse SNR of a kernel memory: leading order, exact, Monte Carlo (AM Sec. 2.1)",

@@ -11,7 +11,7 @@ import json
 
 
 def register(sub) -> None:
-    from assocmem.cli import SEED, Int, Real
+    from assocmem.args import SEED, Int, Real
 
     p = sub.add_parser(
         "swap", help="track random swaps in a DeltaFormer memory (AM Theorem 1)",

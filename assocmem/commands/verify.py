@@ -5,10 +5,10 @@ import sys
 
 
 def register(sub) -> None:
-    from assocmem.cli import Items
+    from assocmem.args import Items
 
     p = sub.add_parser("verify", help="run the claim checks (the main job)",
-                       description="Run one check per claim ID of CLAIMS.md; exit 0 iff none failed.")
+                       description="Run the one check of each claim ID of the two papers; exit 0 iff none failed.")
     p.add_argument("--only", metavar="PATTERN", type=Items(what="pattern"),
                    help="comma-separated glob(s) over claim IDs, e.g. 'bl.*' or 'bl.collision_table,am.snr_*'; "
                         "each must match at least one ID")

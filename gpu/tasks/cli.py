@@ -15,7 +15,7 @@ MAX_STEPS = 10_000_000          # train.MAX_STEPS (kept here: registering import
 
 
 def register(sub) -> None:
-    from assocmem.cli import SEED, Int, Items, Real
+    from assocmem.args import SEED, Int, Items, Real
 
     p = sub.add_parser("train", help="train one model on a learned task (GPU; tiny runs work on CPU)",
                        description="Train one model on one task with the paper's settings and write a JSON "
@@ -230,7 +230,7 @@ def run_sweep(args) -> int:
 
 
 def main(argv=None) -> int:
-    from assocmem.cli import Parser, dispatch
+    from assocmem.args import Parser, dispatch
 
     parser = Parser(prog="python -m assocmem.gpu.tasks", description="Learned tasks of the BL and AM papers.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)

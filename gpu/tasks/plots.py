@@ -162,7 +162,7 @@ def _pyplot():
 
 def _style():
     try:
-        from assocmem.figures.core import STYLE
+        from assocmem.style import STYLE
         return STYLE
     except Exception:       # the figures layer is optional here
         return {}

@@ -70,6 +70,6 @@ def test_verify_exits_nonzero_when_a_check_fails(monkeypatch, capsys):
     def broken(ev):
         ev.close("numpy", "deliberately wrong", 1.0, 2.0, abs_tol=1e-3)
 
-    monkeypatch.setattr(claim, "checks", claim.checks + [(broken, "confirmed", False)])
+    monkeypatch.setattr(claim, "check", broken)
     assert main(["verify", "--only", "bl.iso_ablation", "--no-progress"]) == 1
     assert "failed" in capsys.readouterr().out

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from assocmem import budget, outputs, registry, report
-from assocmem.cli import build_parser, main, name_flags, selected_parser
+from assocmem.args import name_flags, selected_parser
+from assocmem.cli import build_parser, main
 from assocmem.validate import ParamError
 
 
@@ -154,7 +155,7 @@ def test_the_files_a_check_reads_are_listed(tmp_path, monkeypatch):
         (tmp_path / "elsewhere.json").read_text()             # not evidence: not listed
         ev.holds("numpy", "read", True)
 
-    claim = registry.Claim("x.files", "t", "s", "p", checks=[(check, "confirmed", False)])
+    claim = registry.Claim("x.files", "t", "s", "p", check=check)
     r = claim.run()
     assert r.files == ["results/task_a/bl_s0.json", "results/task_a/bl_s1.json"]
     assert r.as_dict()["files"] == r.files

@@ -84,6 +84,18 @@ def test_rotation_rho_one_and_prefix():
     assert abs(ang[0] - np.arcsin(0.7)) < 2e-3
 
 
+def test_rotation_rate_fit_recovers_a_one_over_n_decay():
+    n = np.array([10, 100, 1000, 10_000])
+    n0, c, exponent = ba.rotation_rate_fit(n, -2.5 / (n + 61.0))
+    assert abs(n0 - 61.0) < 1e-6 and abs(c - 2.5) < 1e-9 and abs(exponent + 1) < 1e-9
+    # a measured curve: the filter's own angles at the paper's setting
+    ns = np.unique(np.round(np.logspace(0, 4, 13)).astype(int))
+    n0, c, exponent = ba.rotation_rate_fit(ns, ba.rotation_angles(0.92, ns, p0=3.0, r2=0.05, l2=0.05) - np.arcsin(0.92))
+    assert abs(exponent + 1) < 1e-3 and abs(n0 - 61) < 1
+    with pytest.raises(ValueError, match="n_values"):
+        ba.rotation_rate_fit([1, 2, 3], [-1.0, -0.5, -0.3])
+
+
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 10_000), kind=st.sampled_from(["deltanet", "gdn", "kda"]))
 def test_reset_filter_is_the_delta_rule(seed, kind):
