@@ -48,7 +48,8 @@ whatever the state; ``J`` has rank ``≤ C``.  With ``ℓ² = 0``: ``A = diag γ
 ``[prior, e_1, …, e_N]`` (``scan="fold"``: sequential; ``"tree"``: the work-efficient odd-even
 scan, depth ``2 log₂ N``; ``"doubling"``: Hillis-Steele, depth ``log₂ N``), then, from each
 chunk's known start state, its tokens by the covariance-form Kalman step (``P̄ = αPα + ℓ²I``,
-``u = P̄k``, ``β = (r² + kᵀu)⁻¹``, ``P = P̄ − βuuᵀ``), every chunk at once.  It imports nothing from ``theory`` or ``gpu``; ``bl_filter`` is the reference.
+``u = P̄k``, ``β = (r² + kᵀu)⁻¹``, ``P = P̄ − βuuᵀ``), every chunk at once.  It imports nothing
+from ``theory`` or ``gpu``; ``bl_filter`` is the reference.
 """
 from __future__ import annotations
 

@@ -39,7 +39,8 @@ def _case(rng, T, D, m, G, decay, l2_kind, r2_kind, mask, init):
     lo, hi = {"small": (1e-4, 1e-3), "normal": (0.05, 0.6)}[r2_kind]
     x["r2"] = rng.uniform(lo, hi, (T, G)) if G > 1 else rng.uniform(lo, hi, T)
     a = {"none": None, "one": np.ones((T, D)), "weak": rng.uniform(0.9, 1.0, (T, D)),
-         "strong": rng.uniform(0.05, 0.3, (T, D)), "signed": rng.uniform(0.5, 1.0, (T, D)) * rng.choice([-1, 1], (T, D))}
+         "strong": rng.uniform(0.05, 0.3, (T, D)),
+         "signed": rng.uniform(0.5, 1.0, (T, D)) * rng.choice([-1, 1], (T, D))}
     if decay == "zeros":
         al = rng.uniform(0.5, 1.0, (T, D))
         al[T // 2] = 0.0
