@@ -27,9 +27,9 @@ whose docstring derives every formula):
 Steps 1 and 2 are torch operations (any dtype; fp32 on the kernel paths), step 3 the inner op's
 kernels (CUDA, or the interpreter under ``TRITON_INTERPRET=1``) or its torch reference on a CPU.
 Differentiable through autograd (the scan's ``cholesky``, ``solve_triangular``, ``lu_factor`` /
-``lu_solve`` and the inner op's backward).  A combine costs ``≈ 21 D³`` flops (``C₁J₂``, one LU,
-four triangular solves with ``D`` right-hand sides, five ``D×D`` products) plus ``≈ 8 D² m/G``
-for ``b, η``.
+``lu_solve`` and the inner op's backward).  A combine costs ``≈ 17 D³ + 8 D² m/G`` flops (``C₁J₂``,
+one LU, two ``lu_solve`` with ``D`` right-hand sides, five ``D×D`` products; four ``D×D`` by
+``D×m/G`` products for ``b, η``), and the odd-even scan does ``≈ 2N`` of them per (b, h, g).
 """
 from __future__ import annotations
 
