@@ -9,15 +9,21 @@ decays) and the benchmark's inputs (``gpu/bench.py``'s ``inputs``).  Errors are 
 with respect to every input on a shorter sequence.
 
     python benchmarks/cpu_scan_precision.py --out benchmarks/cpu_scan_precision.json
+    python benchmarks/cpu_scan_precision.py --device cuda --out runs/h200_scan_precision.json   # compiled kernels
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 import time
 
-os.environ["TRITON_INTERPRET"] = "1"
+_argv = sys.argv[1:]
+DEVICE = "cuda" if "--device=cuda" in _argv or ("--device" in _argv and _argv[_argv.index("--device") + 1:][:1]
+                                              == ["cuda"]) else "cpu"
+if DEVICE == "cpu":
+    os.environ["TRITON_INTERPRET"] = "1"          # before anything imports triton
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -45,17 +51,18 @@ def rel(ref, out) -> float:
 
 
 def regime(name, B, T, H, D, m, seed=0):
-    """fp32 inputs of one regime."""
+    """fp32 inputs of one regime, on :data:`DEVICE`."""
     if name == "bench inputs":
         x = bench_inputs(torch, (B, T, H, D, m), torch.device("cpu"), seed)
-        return {n: t.float() for n, t in x.items()}
+        return {n: t.float().to(DEVICE) for n, t in x.items()}
     r2v, decay = {"l2=0, r2=1e-3, no decay": (1e-3, False), "l2=0, r2=1e-3, weak decay": (1e-3, True),
                   "l2=0, r2=1e-4, no decay": (1e-4, False), "l2=0, r2=1e-4, weak decay": (1e-4, True)}[name]
     g = torch.Generator().manual_seed(seed)
-    return dict(q=F.normalize(torch.randn(B, T, H, D, generator=g), dim=-1),
-                k=F.normalize(torch.randn(B, T, H, D, generator=g), dim=-1),
-                v=torch.randn(B, T, H, m, generator=g), l2=torch.zeros(B, T, H), r2=torch.full((B, T, H), r2v),
-                alpha=torch.sigmoid(torch.rand(B, T, H, D, generator=g) * 4 + 2) if decay else None)
+    x = dict(q=F.normalize(torch.randn(B, T, H, D, generator=g), dim=-1),
+             k=F.normalize(torch.randn(B, T, H, D, generator=g), dim=-1),
+             v=torch.randn(B, T, H, m, generator=g), l2=torch.zeros(B, T, H), r2=torch.full((B, T, H), r2v),
+             alpha=torch.sigmoid(torch.rand(B, T, H, D, generator=g) * 4 + 2) if decay else None)
+    return {n: (t.to(DEVICE) if torch.is_tensor(t) else t) for n, t in x.items()}
 
 
 def forward_errors(x):
@@ -72,7 +79,7 @@ def forward_errors(x):
 
 def gradient_errors(x, seed=1):
     names = [n for n, t in x.items() if torch.is_tensor(t)]
-    w = torch.randn(*x["v"].shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    w = torch.randn(*x["v"].shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(DEVICE)
 
     def grads(f, dt):
         leaves = {n: t.to(dt).clone().requires_grad_(True) for n, t in x.items() if torch.is_tensor(t)}
@@ -96,13 +103,16 @@ def main(argv=None):
     p.add_argument("--T", type=int, default=1024)
     p.add_argument("--grad-T", type=int, default=256)
     p.add_argument("--D", default="16,64", help="comma list of key dimensions")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cpu: the kernels through the interpreter (default); cuda: compiled")
     args = p.parse_args(argv)
     regimes = ["l2=0, r2=1e-3, no decay", "l2=0, r2=1e-3, weak decay", "l2=0, r2=1e-4, no decay",
                "l2=0, r2=1e-4, weak decay", "bench inputs"]
-    result = {"provenance": provenance({"device": "cpu (Triton interpreter)",
+    dev = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (Triton interpreter)"
+    result = {"provenance": provenance({"device": dev,
                                         "script": "benchmarks/cpu_scan_precision.py"}),
               "notes": ["relative RMS error against float64 naive_bl on the same fp32 inputs; every op's "
-                        "kernels through TRITON_INTERPRET=1 (numpy fp32 arithmetic); B=1, H=2, unit keys and "
+                        "kernels compiled (cuda) or through TRITON_INTERPRET=1 (cpu: numpy fp32 arithmetic); B=1, H=2, unit keys and "
                         "queries; 'weak decay' = sigmoid(U(2, 6)) per key dimension; gradients of "
                         "(o * w).sum() for every input, relative RMS per input and their max"],
               "forward": {}, "gradients": {}}
