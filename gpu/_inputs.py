@@ -58,9 +58,54 @@ def _tensor(name, x, ndim=None):
     return x
 
 
-def _finite(name, x):
-    if not bool(torch.isfinite(x).all()):
-        raise ValueError(f"{name} must be finite (got NaN or Inf)")
+ALPHA_ZEROS = ("alpha has exact zeros: its gradient is computed as dL/dlog(alpha) / alpha; "
+               "pass the log-decay as g= instead")
+
+
+def _check_values(q, k, v, l2, r2, dec, log_alpha, M0, P0, D, values, forbid_alpha_zeros):
+    """The value checks as device operations whose flags are read back in one transfer (one host
+    synchronisation on a GPU, where each check used to cost one or two), in the order of their
+    error messages: the first failing check raises.  A message that quotes a value (the minimum of
+    ``l2`` or ``r2``, the smallest eigenvalue of ``P``) computes it only then.
+
+    The positive semi-definiteness of ``P₀`` (``λ_min ≥ −1e-6 · max(1, max|P|) · D``) is tested as a
+    Cholesky of ``sym(P₀) + 1e-6 · max(1, max|P|) · D · I`` without error checks (``cholesky_ex``:
+    no synchronisation) instead of an eigendecomposition (``eigvalsh`` synchronises)."""
+    checks = []                            # (flag: 0-dim bool tensor, message: () -> str)
+
+    def add(flag, msg):
+        checks.append((flag.reshape(()), msg))
+    if values:
+        for name, x in (("q", q), ("k", k), ("v", v), ("l2", l2), ("r2", r2)):
+            add(~torch.isfinite(x).all(), lambda name=name: f"{name} must be finite (got NaN or Inf)")
+        add((l2 < 0).any(), lambda: f"l2 must be >= 0 (got {float(l2.min())!r})")
+        add((r2 <= 0).any(), lambda: f"r2 must be > 0 (got {float(r2.min())!r})")
+        if dec is not None:
+            if log_alpha:
+                # g = -inf is a legal "forget everything" decay (α = 0)
+                add((torch.isnan(dec) | (dec == float("inf"))).any(), lambda: "g must not be NaN or +Inf")
+            else:
+                add(~torch.isfinite(dec).all(), lambda: "alpha must be finite (got NaN or Inf)")
+        if M0 is not None:
+            add(~torch.isfinite(M0).all(), lambda: "initial_state[0] (M) must be finite (got NaN or Inf)")
+            add(~torch.isfinite(P0).all(), lambda: "initial_state[1] (P) must be finite (got NaN or Inf)")
+            Pd = P0.detach().double()
+            scale = Pd.abs().amax().clamp_min(1.0)
+            add(((Pd - Pd.transpose(-1, -2)).abs() > 1e-6 * scale).any(),
+                lambda: "initial_state[1] (P) must be symmetric")
+            S = 0.5 * (Pd + Pd.transpose(-1, -2))
+            eye = torch.eye(D, dtype=S.dtype, device=S.device)
+            add((torch.linalg.cholesky_ex(S + (1e-6 * D) * scale * eye).info != 0).any(),
+                lambda: f"initial_state[1] (P) must be positive semi-definite "
+                        f"(min eigenvalue {float(torch.linalg.eigvalsh(S).min()):.3g})")
+    if forbid_alpha_zeros and dec is not None and not log_alpha and dec.requires_grad:
+        add((dec.detach() == 0).any(), lambda: ALPHA_ZEROS)
+    if not checks:
+        return
+    bad = torch.stack([f for f, _ in checks]).tolist()          # the one synchronisation
+    for (_, msg), b in zip(checks, bad):
+        if b:
+            raise ValueError(msg())
 
 
 def apply_write_mask(k, write_mask):
@@ -82,12 +127,15 @@ def apply_write_mask(k, write_mask):
 
 
 def check_inputs(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, *, g=None,
-                 values: bool = True, write_mask=None) -> Inputs:
+                 values: bool = True, write_mask=None, forbid_alpha_zeros: bool = False) -> Inputs:
     """Validate the BL op's arguments.
 
     ``values=False`` keeps the shape/dtype checks (free) and skips the value
     checks (finite, ``l2 ≥ 0``, ``r2 > 0``, PSD ``P0``), which need a device
-    synchronisation; layers whose parameterisation guarantees them use it.
+    synchronisation (one for all of them, :func:`_check_values`); layers whose
+    parameterisation guarantees them use it.  ``forbid_alpha_zeros``: also refuse
+    ``alpha`` with exact zeros when it requires a gradient (the kernels' decay
+    gradient divides by ``α``), in the same synchronisation.
     """
     q = _tensor("q", q, 4)
     B, T, H, D = q.shape
@@ -164,30 +212,7 @@ def check_inputs(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, *, g=N
             if x.device != dev:
                 raise ValueError(f"{name} is on {x.device} but q is on {dev}")
 
-    if values:
-        for name, x in (("q", q), ("k", k), ("v", v), ("l2", l2), ("r2", r2)):
-            _finite(name, x)
-        if bool((l2 < 0).any()):
-            raise ValueError(f"l2 must be >= 0 (got {float(l2.min())!r})")
-        if bool((r2 <= 0).any()):
-            raise ValueError(f"r2 must be > 0 (got {float(r2.min())!r})")
-        if dec is not None:
-            if log_alpha:
-                # g = -inf is a legal "forget everything" decay (α = 0)
-                if bool(torch.isnan(dec).any() | (dec == float("inf")).any()):
-                    raise ValueError("g must not be NaN or +Inf")
-            else:
-                _finite("alpha", dec)
-        if M0 is not None:
-            _finite("initial_state[0] (M)", M0)
-            _finite("initial_state[1] (P)", P0)
-            Pd = P0.detach().double()
-            scale = max(1.0, float(Pd.abs().max()))
-            if bool(((Pd - Pd.transpose(-1, -2)).abs() > 1e-6 * scale).any()):
-                raise ValueError("initial_state[1] (P) must be symmetric")
-            lam = torch.linalg.eigvalsh(0.5 * (Pd + Pd.transpose(-1, -2)))
-            if bool((lam < -1e-6 * scale * D).any()):
-                raise ValueError(f"initial_state[1] (P) must be positive semi-definite "
-                                 f"(min eigenvalue {float(lam.min()):.3g})")
+    if values or forbid_alpha_zeros:
+        _check_values(q, k, v, l2, r2, dec, log_alpha, M0, P0, D, values, forbid_alpha_zeros)
     k = apply_write_mask(k, write_mask)
     return Inputs(q, k, v, l2, r2, log_alpha, dec, p0, M0, P0, G, grouped)

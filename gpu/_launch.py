@@ -40,16 +40,14 @@ def enter(op: str, q, k, v, l2, r2, alpha, p0, initial_state, *, g, validate: bo
     differentiated (the decay gradient is computed as ``dL/dlog α / α``) and ``D`` must be at
     most :data:`MAX_D`.
     """
-    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate, write_mask=write_mask)
-    mode = mode_for(x.q.device)
+    mode = mode_for(q.device) if torch.is_tensor(q) else "naive"
+    # on a kernel mode the alpha-zeros rule joins the value checks (one synchronisation for all)
+    x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate, write_mask=write_mask,
+                     forbid_alpha_zeros=validate and mode != "naive")
     if mode == "naive":
         if needs_kernels:
             raise ValueError(f"{op} needs CUDA tensors or TRITON_INTERPRET=1")
         return x, mode
-    if validate and x.alpha is not None and not x.log_alpha and x.alpha.requires_grad \
-            and bool((x.alpha == 0).any()):
-        raise ValueError("alpha has exact zeros: its gradient is computed as dL/dlog(alpha) / alpha; "
-                         "pass the log-decay as g= instead")
     D = x.dims[3]
     if D > MAX_D:
         raise ValueError(f"q/k head dimension D={D} is above {MAX_D}: the kernels keep the D×D covariance "

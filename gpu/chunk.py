@@ -46,7 +46,8 @@ from ._dispatch import kernels
 from ._launch import _empty, _pow2, decays, enter, final_state, initial_states
 from .config import BACKWARDS, ChunkConfig, FusedConfig
 from .fused_recurrent import bl_backward, resolve_config
-from .naive import CHUNK_SIZES, chunk_bl_torch  # noqa: F401  (chunk_bl_torch: also importable from here)
+# chunk_bl_torch: also importable from here
+from .naive import CHUNK_SIZES, DEFAULT_CHUNK_SIZE, chunk_bl_torch  # noqa: F401
 
 # |log γ| bound inside a chunk for the quotient form of the covariance pass: e^60 ≈ 1e26 keeps
 # γ_τ/γ_i, c_i/γ_i and their products with keys inside fp32's range (≈ 1e±38) with room to spare
@@ -370,13 +371,13 @@ def _chunk_entry(op, chunk_size, backward, q, k, v, l2, r2, alpha, p0, initial_s
 
 
 def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
-             chunk_size: int = 64, *, g=None, validate: bool = True, backward: str = "auto",
+             chunk_size: int = DEFAULT_CHUNK_SIZE, *, g=None, validate: bool = True, backward: str = "auto",
              config: ChunkConfig | None = None, write_mask=None):
     r"""The BL filter computed chunk by chunk; same contract as :func:`.fused_recurrent.fused_recurrent_bl`
     (``write_mask`` included: a non-writing token is a missing observation).
 
-    ``chunk_size`` ∈ {16, 32, 64} (16 was the fastest on the H200, forward and backward; 64 is
-    the default of the API).  Returns ``(o, final_state or None)``.
+    ``chunk_size`` ∈ {16, 32, 64}; the default, 16 (:data:`DEFAULT_CHUNK_SIZE`), was the fastest on the
+    H200 at every shape measured, forward and backward.  Returns ``(o, final_state or None)``.
 
     ``backward``: ``"auto"`` (default) takes the chunked backward kernels at ``D ≤ 64``,
     ``chunk_size ≤ 32`` and the token-by-token Triton backward elsewhere; ``"chunked"`` the
@@ -407,7 +408,8 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
     return o, final_state(x, MT, PT)
 
 
-def chunk_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, chunk_size: int = 64, *, g=None,
+def chunk_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, chunk_size: int = DEFAULT_CHUNK_SIZE,
+                   *, g=None,
                    validate: bool = True, config: ChunkConfig | None = None, write_mask=None):
     """Forward only through the chunked kernels, also returning ``u [B, T, H, G, D]`` and
     ``β [B, T, H, G]`` (as :func:`.fused_recurrent.fused_recurrent_bl_trace`; the

@@ -33,6 +33,12 @@ import torch
 from ._inputs import check_inputs
 
 CHUNK_SIZES = (16, 32, 64)
+# the fastest chunk size at every shape measured on the H200, forward and forward+backward: S1-S4 against
+# C = 64 (issue 19's table: forward 3.62 / 17.0, 11.1 / 66.7, 9.88 / 31.9, 1.04 / 1.55 ms), and S1 / S3
+# against C = 32, 64 with every warp setting (benchmarks/h200_chunk_grid_cov.json: covariance pass 1.70 /
+# 6.92 ms at C = 16, 2.14 / 8.52 at 32, 5.43 / 18.4 at 64; h200_chunk_grid_fb.json: fwd+bwd 10.8 / 29.3 at
+# 16, 13.9 / 34.7 at 32, 32.6 / 75.8 at 64)
+DEFAULT_CHUNK_SIZE = 16
 
 
 def naive_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
@@ -105,12 +111,13 @@ def _ratios(a):
 
 
 def chunk_bl_torch(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
-                   chunk_size: int = 64, *, g=None, validate: bool = True, return_saved: bool = False,
-                   write_mask=None):
+                   chunk_size: int = DEFAULT_CHUNK_SIZE, *, g=None, validate: bool = True,
+                   return_saved: bool = False, write_mask=None):
     """The BL filter computed chunk by chunk with torch ops (the algorithm of :mod:`.chunk`);
     same contract as :func:`naive_bl`.
 
-    ``chunk_size`` ∈ {16, 32, 64}.  Returns ``(o, final_state or None)``, and with
+    ``chunk_size`` ∈ {16, 32, 64} (default 16, the kernels' fastest: :data:`DEFAULT_CHUNK_SIZE`).
+    Returns ``(o, final_state or None)``, and with
     ``return_saved`` a third item ``(u [B, T, H, G, D], β [B, T, H, G], e [B, T, H, m])``: what
     the chunked kernels keep for the backward.  Ratios of decays are formed as products (exact for
     zero, negative and strong decays); differentiable through autograd.

@@ -41,7 +41,7 @@ def _sym(X):
 
 
 def chunk_bl_backward_torch(q, k, l2, a, M0, P0, u, beta, e, do=None, dMT=None, dPT=None,
-                            chunk_size: int = 64, need_dg: bool = True):
+                            chunk_size: int = 16, need_dg: bool = True):
     r"""Gradients of the BL filter, chunk by chunk, from the forward's saved tensors.
 
     Parameters (fla layout, any float dtype; arithmetic in ``promote(dtype, float32)``):
@@ -219,7 +219,7 @@ class _ChunkTorchFunction(torch.autograd.Function):
 
 
 def chunk_bl_torch_grad(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
-                        chunk_size: int = 64, *, g=None, validate: bool = True):
+                        chunk_size: int = 16, *, g=None, validate: bool = True):
     """:func:`assocmem.gpu.naive.chunk_bl_torch` with :func:`chunk_bl_backward_torch` as its backward (instead of
     autograd through the factorisation); same contract as :func:`assocmem.gpu.fused_recurrent_bl`."""
     x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate)

@@ -271,3 +271,30 @@ def test_covariance_kernel_choice(interpret):
     assert pick(64, 16, a=z, cov_kernel="matmul", cov_warps=2) == (K.chunk_cov_fwd_mm_kernel, 2)
     assert default_chunk_config(128, 128, 1).mean_precision == "tf32x3"
     assert default_chunk_config(64, 64, 1).mean_precision == "ieee"
+
+
+def test_default_chunk_size_is_the_fastest_measured(interpret, make_inputs):
+    """chunk_bl's default is the chunk size that the committed H200 grids measured fastest at every shape
+    (covariance pass and forward+backward, over every warp setting), and calling without ``chunk_size``
+    runs exactly that configuration (bitwise equal to ``chunk_size=16``, not to 64)."""
+    import inspect
+    import json
+    from pathlib import Path
+
+    from assocmem.gpu.naive import DEFAULT_CHUNK_SIZE, chunk_bl_torch
+
+    root = Path(__file__).resolve().parents[2] / "benchmarks"
+    for name in ("h200_chunk_grid_cov.json", "h200_chunk_grid_fb.json"):
+        for shape, entries in json.loads((root / name).read_text())["shapes"].items():
+            best = {}
+            for key, ms in entries.items():
+                if isinstance(ms, float):                      # "<mode>|C<size>|<launch>": ms
+                    C = int(key.split("|")[1][1:])
+                    best[C] = min(best.get(C, float("inf")), ms)
+            assert set(best) == {16, 32, 64} and min(best, key=best.get) == DEFAULT_CHUNK_SIZE, (name, shape, best)
+    for f in (chunk_bl, chunk_bl_trace, chunk_bl_torch):
+        assert inspect.signature(f).parameters["chunk_size"].default == DEFAULT_CHUNK_SIZE
+    x = make_inputs(1, 40, 1, 4, 4, alpha=True, dtype=torch.float32, seed=3)
+    o = chunk_bl(**x)[0]
+    assert torch.equal(o, chunk_bl(**x, chunk_size=16)[0]) and not torch.equal(o, chunk_bl(**x, chunk_size=64)[0])
+    assert torch.equal(chunk_bl_trace(**x)[2], chunk_bl_trace(**x, chunk_size=16)[2])
