@@ -581,10 +581,92 @@ def plot_dag(results_dir, out_dir) -> list[Path]:
     return paths
 
 
+MQAR_PANELS = (("base", "d_model", "model width", "Base: length 512, 64 pairs (Fig. 4a)"),
+               ("update", "n_updates", "updates (test: length 128, 16 pairs)", "Update (Fig. 4b)"),
+               ("block", "n_pairs", "pairs (test: length 128, block 2)", "Block (Fig. 4c)"))
+MQAR_LABELS = {"bl": "BL", "gdn": "GDN", "gdn-conv": "GDN + conv", "mamba2": "Mamba2"}
+
+
+def mqar_data(results_dir) -> dict:
+    """{variant: {model: {"x": [...], "acc": [...]}}} of the finished seed-0 MQAR runs at 40 epochs.
+
+    Base's x-axis is the model width (one run per width); Update's the test configurations' update
+    counts, Block's their pair counts (one run each).  Every other protocol choice must be the
+    default (the learning rate excepted: the paper picks it per model, so each (model, width) keeps
+    its best run by test accuracy, and the figure says so)."""
+    from .train import PROTOCOL, resolve_protocol
+
+    defaults = resolve_protocol("mqar")
+    out: dict = {}
+    best: dict = {}
+    for r in load_results(results_dir, "mqar", tag=None):
+        if r.get("seed") != 0:
+            continue
+        pr = {**defaults, **{k: v for k, v in r.get("protocol", {}).items() if k in PROTOCOL["mqar"]}}
+        if any(pr[k] != defaults[k] for k in pr if k not in ("variant", "lr", "d_model")):
+            continue
+        v = pr["variant"]
+        if v != "base" and pr["d_model"] != defaults["d_model"]:
+            continue
+        rows = r["eval"].get("test", [])
+        if v == "base":
+            if not rows:
+                continue
+            key, score = (v, r["model"], pr["d_model"]), rows[0]["acc"]
+            if key not in best or score > best[key][0]:
+                best[key] = (score, [(pr["d_model"], rows[0]["acc"])])
+        else:
+            xk = "n_updates" if v == "update" else "n_pairs"
+            pts = sorted((row[xk], row["acc"]) for row in rows)
+            key, score = (v, r["model"], None), sum(a for _, a in pts) / max(len(pts), 1)
+            if key not in best or score > best[key][0]:
+                best[key] = (score, pts)
+    for (v, m, _), (_, pts) in best.items():
+        d = out.setdefault(v, {}).setdefault(m, {"x": [], "acc": []})
+        for x, a in pts:
+            d["x"].append(x)
+            d["acc"].append(a)
+    for v in out.values():
+        for d in v.values():
+            order = sorted(range(len(d["x"])), key=lambda i: d["x"][i])
+            d["x"], d["acc"] = [d["x"][i] for i in order], [d["acc"][i] for i in order]
+    return out
+
+
+def plot_mqar(results_dir, out_dir) -> list[Path]:
+    """BL Fig. 4a-c from the finished 40-epoch runs (each model at its best learning rate)."""
+    d = mqar_data(results_dir)
+    if not d:
+        return []
+    plt = _pyplot()
+    colors = {"bl": COLORS.get("bl", "#1f4e9c"), "gdn": "#2a9d8f", "gdn-conv": "#e9c46a", "mamba2": "#e76f51"}
+    with plt.rc_context(_style()):
+        fig, axs = plt.subplots(1, 3, figsize=(8.4, 2.6), sharey=True)
+        for ax, (v, xk, xlabel, title) in zip(axs, MQAR_PANELS):
+            for m in ("bl", "gdn", "gdn-conv", "mamba2"):
+                if m in d.get(v, {}):
+                    c = d[v][m]
+                    ax.plot(c["x"], c["acc"], marker="o", ms=2.5, color=colors[m], label=MQAR_LABELS[m])
+            if v == "base":
+                ax.set_xscale("log", base=2)
+            ax.set_title(title, fontsize=7)
+            ax.set_xlabel(xlabel)
+            if not d.get(v):
+                ax.text(0.5, 0.5, "no finished run", transform=ax.transAxes, ha="center", fontsize=7, color="0.4")
+            elif ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=5)
+        axs[0].set_ylabel("test query accuracy")
+        fig.suptitle("MQAR, one shared vocabulary of 8,192, 8,192 state per layer (BL Fig. 4); each model at its "
+                     "best learning rate, seed 0", fontsize=8, y=1.05)
+        paths = _save(fig, out_dir, "mqar")
+        plt.close(fig)
+    return paths
+
+
 def render_all(results_dir="results", out_dir=None) -> list[Path]:
     out_dir = Path(results_dir) / "figures" if out_dir is None else Path(out_dir)
     paths = []
-    for fn in (plot_collision, plot_random_keys, plot_swap, plot_stress, plot_curriculum, plot_ablations, plot_dag):
+    for fn in (plot_collision, plot_random_keys, plot_swap, plot_stress, plot_curriculum, plot_ablations, plot_dag, plot_mqar):
         paths += fn(results_dir, out_dir)
     return paths
 

@@ -303,3 +303,38 @@ def test_mqar_check_replays_the_generator_and_can_fail(monkeypatch):
     monkeypatch.setattr(Mq, "mqar_batch", broken)
     r = _claim("task.mqar").run()
     assert r.status == "failed" and any("dictionary replay" in it["name"] and not it["passed"] for it in r.items)
+
+
+def _mqar(d, variant, accs, xkey, protocol=None, tag=""):
+    for m, a in accs.items():
+        rows = [{"config": f"c{x}", xkey: x, "block_size": 2 if variant == "block" else 1, "acc": a if x == 16 else 1.0}
+                for x in (2, 8, 16)]
+        pr = {"variant": variant, **(protocol or {})}
+        _write(d, "mqar", m, 0, {"test": rows}, protocol=pr, tag=("variant-" + variant + ("__" + tag if tag else ""))
+               if variant != "base" else tag)
+
+
+def test_mqar_readings_are_judged_once_runs_exist(tmp_path, monkeypatch):
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    _mqar(tmp_path, "update", {"bl": 0.86}, "n_updates")
+    r = _claim("task.mqar").run()
+    assert r.computed["acc_at_16_updates"] == {"bl": 0.86}
+    # a reading that now has its runs must be documented before the check passes
+    assert r.status == "failed" and "no outcome yet: document it" in r.detail
+    assert len(r.computed["trends_without_results"]) == 3
+    monkeypatch.setitem(tasks.DOCUMENTED, "mqar.update16_bl_88", True)
+    r = _claim("task.mqar").run()
+    assert r.status == "disputed" and "3 needed to confirm" in " ".join(it["name"] for it in r.items)   # 1 seed
+    assert any("at 16 updates BL ≈ 88 % (Fig. 4b): reproduced" in it["name"] and it["passed"] for it in r.items)
+    assert len(r.computed["trends_without_results"]) == 3
+    # the paper-like picture, every arm present: BL 0.88 at 16 updates but 0.5 at 16 pairs is not reproduced
+    _mqar(tmp_path, "update", {"gdn": 0.98, "gdn-conv": 0.6, "mamba2": 0.62}, "n_updates")
+    _mqar(tmp_path, "block", {"gdn": 1.0, "bl": 0.5}, "n_pairs")
+    for key in ("mqar.update16_gdn_conv_mamba2_60", "mqar.update16_gdn_98"):
+        monkeypatch.setitem(tasks.DOCUMENTED, key, True)
+    monkeypatch.setitem(tasks.DOCUMENTED, "mqar.block16_gdn_100_bl_75", False)
+    r = _claim("task.mqar").run()
+    assert r.status == "disputed", r.detail
+    assert "3/4 published trends reproduced" in r.detail and "at 16 pairs (Block)" in r.detail

@@ -278,3 +278,23 @@ def test_cli_smoke_bl_interpreted(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     r = _smoke(tmp_path, "collision_recall", "bl", capsys)
     assert "triton" in r["provenance"]["bl_op"]
+
+
+def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
+    """Fig. 4: Base against width, Update against updates, Block against pairs; of two learning rates the
+    better run is drawn, and a run with another non-default choice (a pilot's 4 epochs) is left out."""
+    for lr, acc in ((1e-3, 0.5), (3e-3, 0.7)):
+        _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_updates": u, "acc": acc - 0.01 * u} for u in (0, 8, 16)]},
+              protocol={"variant": "update", "lr": lr}, tag=f"variant-update__lr-{lr}")
+    _fake(tmp_path, "mqar", "gdn", 0, {"test": [{"n_updates": u, "acc": 0.99} for u in (0, 8, 16)]},
+          protocol={"variant": "update", "epochs": 4}, tag="variant-update__epochs-4")
+    for w, acc in ((64, 0.3), (128, 0.6)):
+        _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_pairs": 64, "acc": acc}]},
+              protocol={"variant": "base", "d_model": w}, tag=f"d_model-{w}")
+    d = plots.mqar_data(tmp_path)
+    assert d["update"]["bl"]["x"] == [0, 8, 16] and d["update"]["bl"]["acc"] == pytest.approx([0.7, 0.62, 0.54])
+    assert "gdn" not in d["update"]
+    assert d["base"]["bl"] == {"x": [64, 128], "acc": [0.3, 0.6]}
+    paths = plots.plot_mqar(tmp_path, tmp_path / "fig")
+    assert {p.name for p in paths} == {"mqar.pdf", "mqar.png"} and all(p.stat().st_size > 1000 for p in paths)
+    assert plots.plot_mqar(tmp_path / "none", tmp_path / "fig2") == []
