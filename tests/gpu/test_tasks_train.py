@@ -291,6 +291,10 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     for w, acc in ((64, 0.3), (128, 0.6)):
         _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_pairs": 64, "acc": acc}]},
               protocol={"variant": "base", "d_model": w}, tag=f"d_model-{w}")
+    # a third learning rate whose test rows are the best but whose validation is worst is not chosen
+    _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_updates": u, "acc": 0.95} for u in (0, 8, 16)],
+                                      "val": [{"n_updates": u, "acc": 0.1} for u in (0, 8, 16)]},
+          protocol={"variant": "update", "lr": 1e-2}, tag="variant-update__lr-0.01")
     d = plots.mqar_data(tmp_path)
     assert d["update"]["bl"]["x"] == [0, 8, 16] and d["update"]["bl"]["acc"] == pytest.approx([0.7, 0.62, 0.54])
     assert "gdn" not in d["update"]
