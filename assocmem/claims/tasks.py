@@ -750,12 +750,23 @@ def mqar(ev: Evidence) -> None:
         ev.summary = ("generator checked (dictionary replay, shared vocabulary); the Fig. 4 readings are pending: "
                       "no finished 40-epoch run (docs/tasks_mqar_dag.md, what ran and what is left)")
         return
-    # Base, Update and Block are three experiments, not protocols: a run's tag leaves its variant out
+    # Base, Update and Block are three experiments, not protocols, and the learning rate is chosen per
+    # model from a grid by validation accuracy (as the paper does): a run's tag leaves both out, and of
+    # the runs that then share (tag, model, variant, seed) the one with the best validation accuracy is kept
     from assocmem.gpu.tasks.train import PROTOCOL, protocol_tag, resolve_protocol
 
+    chosen = {}
     for r in res:
-        pr = {k: v for k, v in r["protocol"].items() if k in PROTOCOL["mqar"] and k != "variant"}
+        pr = {k: v for k, v in r["protocol"].items() if k in PROTOCOL["mqar"] and k not in ("variant", "lr")}
         r["_tag"] = protocol_tag("mqar", resolve_protocol("mqar", pr))
+        sel = r["eval"].get("val") or r["eval"].get("test") or [{"acc": 0.0}]
+        score = sum(x["acc"] for x in sel) / len(sel)
+        key = (r["_tag"], r["model"], r["protocol"].get("variant", "base"), r["seed"])
+        if key not in chosen or score > chosen[key][0]:
+            chosen[key] = (score, r)
+    res = [r for _, r in chosen.values()]
+    ev.record(learning_rate_chosen={f"{m} {v}" + (f" [{t}]" if t else ""): r["protocol"].get("lr")
+                                    for (t, m, v, sd), (_, r) in sorted(chosen.items()) if sd == 0})
     ev.record(acc_at_16_updates=_mqar_acc(res, "update", "n_updates", 16),
               acc_at_16_pairs=_mqar_acc(res, "block", "n_pairs", 16))
     _judge(ev, mqar_trends, res)

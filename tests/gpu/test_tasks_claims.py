@@ -338,3 +338,14 @@ def test_mqar_readings_are_judged_once_runs_exist(tmp_path, monkeypatch):
     r = _claim("task.mqar").run()
     assert r.status == "disputed", r.detail
     assert "3/4 published trends reproduced" in r.detail and "at 16 pairs (Block)" in r.detail
+    # a second learning rate for BL on Block, better on validation, is the one judged: the reading holds
+    d = tmp_path / "mqar"
+    rows = [{"config": f"c{x}", "n_pairs": x, "block_size": 2, "acc": 0.76 if x == 16 else 1.0} for x in (2, 8, 16)]
+    (d / "bl__variant-block__lr-0.003_s0.json").write_text(json.dumps(
+        {"task": "mqar", "model": "bl", "seed": 0, "eval_mode": "full", "curve": [],
+         "eval": {"test": rows, "val": [{**x, "acc": 0.9} for x in rows]},
+         "protocol": {"variant": "block", "lr": 0.003}}))
+    monkeypatch.setitem(tasks.DOCUMENTED, "mqar.block16_gdn_100_bl_75", True)
+    r = _claim("task.mqar").run()
+    assert "4/4 published trends reproduced" in r.detail, r.detail
+    assert r.computed["learning_rate_chosen"]["bl block"] == 0.003
