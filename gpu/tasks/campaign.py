@@ -220,6 +220,14 @@ def cost(job) -> float:
     if task == "random_keys" and len(job) > 3:
         n_max = max(dict(job[3]).get("train_n", (64,)))
         return max(1.0, 0.5 + n_max / 128)          # the sequences grow with the densest training n
+    if task == "dag_reachability":
+        # measured at 12 runs per H200 (1 December): a DeltaFormer ≈ 220 s, Transformer-8 ≈ 530 s
+        return 1.7 if model.startswith("deltaformer-") else 1.0 + int(model.split("-")[1]) / 2.7
+    if task == "mqar":
+        # measured: a 4-epoch BL Base run made 500 of 1,562 steps in 220 s at 12 per H200
+        pr = dict(job[3]) if len(job) > 3 else {}
+        per_epoch = {"base": 1.25, "update": 1.0, "block": 0.75}[pr.get("variant", "base")]
+        return per_epoch * pr.get("epochs", 40)
     return 1.0
 
 

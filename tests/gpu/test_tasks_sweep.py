@@ -366,3 +366,13 @@ def test_slurm_path_of_the_readme():
         cluster.close()
     assert isinstance(cluster, jq.SLURMCluster)
     assert "--resources GPU=12" in script and "--nthreads 12" in script and "--gres=gpu:1" in script
+
+
+def test_cost_ranks_the_new_task_families_by_their_measured_times():
+    c = campaign.cost
+    mq = lambda variant, epochs: ("mqar", "bl", 0, (("epochs", epochs), ("variant", variant)))  # noqa: E731
+    assert c(mq("base", 40)) > c(mq("update", 40)) > c(mq("block", 40)) > c(mq("base", 4)) > 1
+    assert c(("mqar", "gdn", 0)) == c(mq("base", 40))                  # the defaults: Base, 40 epochs
+    dag = [c(("dag_reachability", m, 0)) for m in ("transformer-1", "transformer-2", "transformer-4", "transformer-8")]
+    assert dag == sorted(dag) and dag[0] > 1.0
+    assert c(("dag_reachability", "deltaformer-round2", 0)) > c(("collision_recall", "bl", 0))
