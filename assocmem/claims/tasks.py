@@ -631,18 +631,29 @@ def dag_reachability(ev: Evidence) -> None:
     from assocmem.gpu.tasks import dag as Dg
     from assocmem.gpu.tasks.train import dag_config, resolve_protocol
 
-    # the generator against a graph search over the edges it wrote into the tokens
+    # the generator against a graph search over the edges and the root read back from the tokens the
+    # model sees (decoded with the vocabulary's offsets, not taken from the generator's own fields)
     for edge_tokens, root_position in (("pair", "first"), ("single", "last")):
         cfg = dag_config({**resolve_protocol("dag_reachability"), "edge_tokens": edge_tokens,
                           "root_position": root_position})
+        voc, n = Dg.dag_vocab(cfg), cfg.n_nodes
         b = Dg.dag_batch(cfg, 64, generator=torch.Generator().manual_seed(11))
         ok = True
         for i in range(64):
+            toks = b.tokens[i].tolist()
+            roots = [t - voc.root for t in toks if voc.root <= t < voc.root + n]
+            if edge_tokens == "single":
+                pairs = [divmod(t - voc.edge, n) for t in toks if voc.edge <= t < voc.edge + n * n]
+            else:
+                nodes = [t - voc.node for t in toks if voc.node <= t < voc.node + n]
+                pairs = list(zip(nodes[0::2], nodes[1::2]))
+            if len(roots) != 1 or len(pairs) != n - 1:
+                ok = False
+                continue
             edges = {}
-            e = b.is_edge[i]
-            for s_, d_ in set(zip(b.src[i][e].tolist(), b.dst[i][e].tolist())):
+            for s_, d_ in pairs:
                 edges.setdefault(s_, []).append(d_)
-            seen, todo = {int(b.root[i])}, [int(b.root[i])]
+            seen, todo = {roots[0]}, [roots[0]]
             while todo:
                 for c in edges.get(todo.pop(), []):
                     if c not in seen:
