@@ -102,6 +102,70 @@ def chunk_mean(M0, k, v, q, beta, u, R, gamma):
     return y, M_end, IA
 
 
+class DenseInputs(NamedTuple):
+    """The checked inputs of a dense BL filter run (:func:`dense_inputs`)."""
+    keys: np.ndarray            # [T, D]
+    values: np.ndarray          # [T, m]
+    queries: Optional[np.ndarray]
+    l2: np.ndarray              # [T]
+    r2: np.ndarray              # [T, G]
+    alpha: Optional[np.ndarray]  # [T, D] or None (no decay)
+    P0: np.ndarray              # [G, D, D]
+    M0: np.ndarray              # [D, m]
+    T: int
+    D: int
+    m: int
+    G: int
+    mg: int
+
+
+def dense_inputs(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=None, groups: int = 1,
+                 M0=None) -> DenseInputs:
+    """Check and broadcast the inputs shared by the dense BL filter forms (chunked here, parallel in
+    time in :mod:`.bl_parallel`); a bad one raises a ``ValueError`` naming it."""
+    keys, values = V.finite("keys", keys), V.finite("values", values)
+    if keys.ndim != 2 or values.ndim != 2 or keys.shape[0] != values.shape[0]:
+        raise ValueError("keys and values must have shapes [T, D] and [T, m] with the same T")
+    T, D = keys.shape
+    m = values.shape[1]
+    G = V.count("groups", groups, 1)
+    if m % G:
+        raise ValueError(f"groups={G} must divide the value width m={m}")
+    if queries is not None:
+        queries = V.finite("queries", queries)
+        if queries.shape != (T, D):
+            raise ValueError(f"queries must have shape {(T, D)} (got {queries.shape})")
+    try:
+        l2a = np.broadcast_to(V.nonnegative("l2", l2), (T,)).astype(float)
+    except ValueError:
+        raise ValueError(f"l2 of shape {np.shape(l2)} does not broadcast to (T,) = {(T,)}") from None
+    r2a = V.positive("r2", r2)
+    if r2a.ndim == 1:                      # per token, shared by the groups
+        r2a = r2a[:, None]
+    try:
+        r2a = np.broadcast_to(r2a, (T, G)).astype(float)
+    except ValueError:
+        raise ValueError(f"r2 of shape {np.shape(r2)} does not broadcast to (T, G) = {(T, G)}") from None
+    if alpha is not None:
+        try:
+            alpha = np.broadcast_to(V.finite("alpha", alpha), (T, D)).astype(float)
+        except ValueError:
+            raise ValueError(f"alpha of shape {np.shape(alpha)} does not broadcast to (T, D) = {(T, D)}") from None
+    p0a = V.finite("p0", p0)
+    if p0a.ndim == 0:
+        if p0a < 0:
+            raise ValueError(f"p0 must be >= 0 (got {float(p0a)!r})")
+        P0 = np.broadcast_to(float(p0a) * np.eye(D), (G, D, D)).copy()
+    else:
+        if p0a.shape not in ((D, D), (G, D, D)):
+            raise ValueError(f"p0 must be a scalar, [D, D] or [G, D, D] = {(G, D, D)} (got {p0a.shape})")
+        P0 = np.broadcast_to(V.psd("p0", p0a), (G, D, D)).copy()
+    M0a = np.zeros((D, m)) if M0 is None else V.finite("M0", M0)
+    if M0a.shape != (D, m):
+        raise ValueError(f"M0 must have shape {(D, m)} (got {M0a.shape})")
+    return DenseInputs(keys, values, queries, l2a, r2a, alpha, P0, M0a, T, D, m, G, m // G)
+
+
 def bl_chunked(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=None, groups: int = 1,
                chunk: int = 16, M0=None) -> ChunkTrace:
     """The BL filter (dense covariance, diagonal dynamics) computed chunk by chunk.
@@ -112,39 +176,12 @@ def bl_chunked(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=None
     ``chunk`` ≥ 1 (the last chunk may be shorter).  Same results as
     ``bl_filter(..., variant="dense")`` up to round-off.
     """
-    keys, values = V.finite("keys", keys), V.finite("values", values)
-    if keys.ndim != 2 or values.ndim != 2 or keys.shape[0] != values.shape[0]:
-        raise ValueError("keys and values must have shapes [T, D] and [T, m] with the same T")
-    T, D = keys.shape
-    m = values.shape[1]
-    G = V.count("groups", groups, 1)
+    x = dense_inputs(keys, values, queries, l2=l2, r2=r2, p0=p0, alpha=alpha, groups=groups, M0=M0)
     chunk = V.count("chunk", chunk, 1)
-    if m % G:
-        raise ValueError(f"groups={G} must divide the value width m={m}")
-    mg = m // G
-    if queries is not None:
-        queries = V.finite("queries", queries)
-        if queries.shape != (T, D):
-            raise ValueError(f"queries must have shape {(T, D)} (got {queries.shape})")
-    l2 = np.broadcast_to(V.nonnegative("l2", l2), (T,)).astype(float)
-    r2a = V.positive("r2", r2)
-    if r2a.ndim == 1:                      # per token, shared by the groups
-        r2a = r2a[:, None]
-    try:
-        r2 = np.broadcast_to(r2a, (T, G)).astype(float)
-    except ValueError:
-        raise ValueError(f"r2 of shape {r2a.shape} does not broadcast to (T, G) = {(T, G)}") from None
-    alpha = np.ones((T, D)) if alpha is None else np.broadcast_to(V.finite("alpha", alpha), (T, D)).astype(float)
-    p0a = V.finite("p0", p0)
-    if p0a.ndim == 0:
-        if p0a < 0:
-            raise ValueError(f"p0 must be >= 0 (got {float(p0a)!r})")
-        P = np.broadcast_to(float(p0a) * np.eye(D), (G, D, D)).copy()
-    else:
-        P = np.broadcast_to(V.psd("p0", p0a), (G, D, D)).copy()
-    M = np.zeros((D, m)) if M0 is None else np.array(V.finite("M0", M0), dtype=float)
-    if M.shape != (D, m):
-        raise ValueError(f"M0 must have shape {(D, m)} (got {M.shape})")
+    keys, values, queries, l2, r2 = x.keys, x.values, x.queries, x.l2, x.r2
+    T, D, m, G, mg = x.T, x.D, x.m, x.G, x.mg
+    alpha = np.ones((T, D)) if x.alpha is None else x.alpha
+    P, M = x.P0.copy(), x.M0.astype(float).copy()
 
     betas, us = np.empty((T, G)), np.empty((T, G, D))
     ys = np.empty((T, m)) if queries is not None else None

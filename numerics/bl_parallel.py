@@ -59,6 +59,8 @@ import numpy as np
 
 from assocmem import validate as V
 
+from .bl_chunked import dense_inputs
+
 SCANS = ("tree", "fold", "doubling")
 
 
@@ -271,48 +273,11 @@ def bl_parallel(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=Non
     ``chunk_size ≥ 1`` (the last chunk may be shorter); ``scan`` one of :data:`SCANS`.
     Same results as ``bl_filter(..., variant="dense")`` up to round-off.
     """
-    keys, values = V.finite("keys", keys), V.finite("values", values)
-    if keys.ndim != 2 or values.ndim != 2 or keys.shape[0] != values.shape[0]:
-        raise ValueError("keys and values must have shapes [T, D] and [T, m] with the same T")
-    T, D = keys.shape
-    m = values.shape[1]
-    G = V.count("groups", groups, 1)
+    x = dense_inputs(keys, values, queries, l2=l2, r2=r2, p0=p0, alpha=alpha, groups=groups, M0=M0)
     Cs = V.count("chunk_size", chunk_size, 1)
     how = V.choice("scan", scan, SCANS)
-    if m % G:
-        raise ValueError(f"groups={G} must divide the value width m={m}")
-    mg = m // G
-    if queries is not None:
-        queries = V.finite("queries", queries)
-        if queries.shape != (T, D):
-            raise ValueError(f"queries must have shape {(T, D)} (got {queries.shape})")
-    try:
-        l2a = np.broadcast_to(V.nonnegative("l2", l2), (T,)).astype(float)
-    except ValueError:
-        raise ValueError(f"l2 of shape {np.shape(l2)} does not broadcast to (T,) = {(T,)}") from None
-    r2a = V.positive("r2", r2)
-    if r2a.ndim == 1:
-        r2a = r2a[:, None]
-    try:
-        r2a = np.broadcast_to(r2a, (T, G)).astype(float)
-    except ValueError:
-        raise ValueError(f"r2 of shape {np.shape(r2)} does not broadcast to (T, G) = {(T, G)}") from None
-    if alpha is not None:
-        alpha = V.finite("alpha", alpha)
-        if alpha.shape != (T, D):
-            raise ValueError(f"alpha must have shape {(T, D)} (got {alpha.shape})")
-    p0a = V.finite("p0", p0)
-    if p0a.ndim == 0:
-        if p0a < 0:
-            raise ValueError(f"p0 must be >= 0 (got {float(p0a)!r})")
-        P0 = np.broadcast_to(float(p0a) * np.eye(D), (G, D, D)).copy()
-    else:
-        if p0a.shape not in ((D, D), (G, D, D)):
-            raise ValueError(f"p0 must be a scalar, [D, D] or [G, D, D] = {(G, D, D)} (got {p0a.shape})")
-        P0 = np.broadcast_to(V.psd("p0", p0a), (G, D, D)).copy()
-    M0a = np.zeros((D, m)) if M0 is None else V.finite("M0", M0)
-    if M0a.shape != (D, m):
-        raise ValueError(f"M0 must have shape {(D, m)} (got {M0a.shape})")
+    keys, values, queries, l2a, r2a, alpha, P0, M0a = x.keys, x.values, x.queries, x.l2, x.r2, x.alpha, x.P0, x.M0
+    T, D, m, G, mg = x.T, x.D, x.m, x.G, x.mg
     live = np.ones(T, dtype=bool)
     if write_mask is not None:
         live = np.asarray(write_mask)

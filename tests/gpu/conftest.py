@@ -95,3 +95,19 @@ def interpret(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setattr(_launch, "POISON", True)
     return _launch
+
+
+def _input_grads(fn, x, w, **kw):
+    """Gradients of ``(o·w).sum() + ΣM + ΣP²`` through ``fn(**x, **kw)`` for every input and both initial
+    states (the covariance's symmetrised: only its symmetric part is defined)."""
+    leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2", "alpha")}
+    st0 = tuple(t.clone().requires_grad_(True) for t in x["initial_state"])
+    o, (M, P) = fn(**leaves, initial_state=st0, output_final_state=True, **kw)
+    ((o * w).sum() + M.sum() + (P ** 2).sum()).backward()
+    gP = st0[1].grad
+    return [t.grad for t in leaves.values()] + [st0[0].grad, 0.5 * (gP + gP.transpose(-1, -2))]
+
+
+@pytest.fixture
+def input_grads():
+    return _input_grads

@@ -49,17 +49,10 @@ def test_chunked_equals_recurrence_property(make_inputs, seed, T, C, D, G):
     assert _close(o, o_r, 1e-11) and _close(st_[1], st_r[1], 1e-11)
 
 
-def test_chunked_gradients_equal_recurrence_gradients(make_inputs):
+def test_chunked_gradients_equal_recurrence_gradients(make_inputs, input_grads):
     x = make_inputs(1, 37, 2, 4, 4, 2, alpha=True, init=True, seed=40)
     w = torch.randn(1, 37, 2, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    grads = []
-    for fn, kw in ((naive_bl, {}), (chunk_bl, {"chunk_size": 16})):
-        leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2", "alpha")}
-        st0 = tuple(t.clone().requires_grad_(True) for t in x["initial_state"])
-        o, (M, P) = fn(**leaves, initial_state=st0, output_final_state=True, **kw)
-        ((o * w).sum() + M.sum() + (P ** 2).sum()).backward()
-        gP = st0[1].grad
-        grads.append([t.grad for t in leaves.values()] + [st0[0].grad, 0.5 * (gP + gP.transpose(-1, -2))])
+    grads = [input_grads(naive_bl, x, w), input_grads(chunk_bl, x, w, chunk_size=16)]
     for a, b in zip(*grads):
         assert _close(b, a, 1e-9)
 

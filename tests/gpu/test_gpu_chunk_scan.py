@@ -105,17 +105,10 @@ def test_scan_equals_recurrence_property(make_inputs, seed, T, C, D, G, alpha, i
     assert _close(o, o_r, 1e-11) and _close(st_[0], st_r[0], 1e-11) and _close(st_[1], st_r[1], 1e-11)
 
 
-def test_gradients_equal_recurrence_gradients(make_inputs):
+def test_gradients_equal_recurrence_gradients(make_inputs, input_grads):
     x = make_inputs(1, 23, 2, 4, 4, 2, alpha=True, init=True, seed=40)
     w = torch.randn(1, 23, 2, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    grads = []
-    for fn, kw in ((naive_bl, {}), (chunk_scan_bl, {"chunk_size": 4})):
-        leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2", "alpha")}
-        st0 = tuple(t.clone().requires_grad_(True) for t in x["initial_state"])
-        o, (M, P) = fn(**leaves, initial_state=st0, output_final_state=True, **kw)
-        ((o * w).sum() + M.sum() + (P ** 2).sum()).backward()
-        gP = st0[1].grad
-        grads.append([t.grad for t in leaves.values()] + [st0[0].grad, 0.5 * (gP + gP.transpose(-1, -2))])
+    grads = [input_grads(naive_bl, x, w), input_grads(chunk_scan_bl, x, w, chunk_size=4)]
     for a, b in zip(*grads):
         assert _close(b, a, 1e-9)
 
