@@ -22,6 +22,10 @@
 #   --bench-sweep                       the sweep engine's overhead (benchmarks/bench_sweep_engine.py,
 #                                       12 runs at a time), and the removed pool's when a copy of it
 #                                       is carried as .resume/pool_85a96cb.py
+#   --gpu-bench "ARGS"                  the kernel benchmark, `assocmem gpu bench ARGS` (one process, beside fla),
+#                                       into $OUT/bench/gpu_bench.json, then the fp32 precision of the
+#                                       parallel-in-time op compiled (benchmarks/cpu_scan_precision.py --device
+#                                       cuda) into $OUT/bench/scan_precision_cuda.json
 #   --pytest "ARGS"                     run pytest ARGS from the checkout on the GPU (e.g. the CUDA-only
 #                                       tests), its report in $OUT/bench/pytest.log
 #   --call-limit-s N                    the call's wall limit (default 560): the campaign's --budget-s is
@@ -30,13 +34,14 @@
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
 t_start=$SECONDS call_limit=560
-probe="" bench_sweep=0 skip_campaign=0 pytest_args="" rest=()
+probe="" gpu_bench="" bench_sweep=0 skip_campaign=0 pytest_args="" rest=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --probe) probe="$2"; shift 2 ;;
     --bench-sweep) bench_sweep=1; shift ;;
     --skip-campaign) skip_campaign=1; shift ;;
     --pytest) pytest_args="$2"; shift 2 ;;
+    --gpu-bench) gpu_bench="$2"; shift 2 ;;
     --call-limit-s) call_limit="$2"; shift 2 ;;
     *) rest+=("$1"); shift ;;
   esac
@@ -66,6 +71,13 @@ if [ -n "$pytest_args" ]; then
   # from tests/ (paths relative to it), so that the installed package is imported, not the checkout's folders
   (cd "$root/tests" && python3 -m pytest -p no:cacheprovider -c ../pyproject.toml --rootdir .. $pytest_args) 2>&1 \
     | tail -40 | tee "$OUT/bench/pytest.log"
+fi
+if [ -n "$gpu_bench" ]; then
+  # before any training, so that nothing else runs on the GPU while it times
+  (cd /tmp && python3 -m assocmem gpu bench $gpu_bench --out "$OUT/bench/gpu_bench.json") 2>&1 \
+    | tail -60 | tee "$OUT/bench/gpu_bench.log"
+  (cd /tmp && python3 "$root/benchmarks/cpu_scan_precision.py" --device cuda --out "$OUT/bench/scan_precision_cuda.json") \
+    2>&1 | tail -30 | tee -a "$OUT/bench/gpu_bench.log"
 fi
 if [ -n "$probe" ]; then
   (cd /tmp && python3 "$root/scripts/probe_steps.py" --device cuda --out "$OUT/bench/probe_steps.json" $probe) \

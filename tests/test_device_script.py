@@ -23,6 +23,11 @@ if [[ "$*" == *"assocmem.gpu.tasks.campaign"* ]]; then
   echo '{}' > "$out/mqar/bl_s0.json"; echo ck > "$out/mqar/bl_s0.ckpt.pt"; echo ck > "$out/mqar/gdn_s0.ckpt.pt"
   [ -n "$STUB_SLEEP" ] && sleep "$STUB_SLEEP"
 fi
+if [[ "$*" == *"assocmem gpu bench"* || "$*" == *"cpu_scan_precision.py"* ]]; then
+  out=""; prev=""
+  for a in "$@"; do [ "$prev" = "--out" ] && out="$a"; prev="$a"; done
+  echo '{"bench": 1}' > "$out"
+fi
 exit 0
 '''
 
@@ -87,3 +92,17 @@ def test_a_term_still_packs_what_there_is(tmp_path):
     assert "terminated: packing what there is" in stdout
     names, ck = _packed(out)
     assert "results/mqar/bl_s0.json" in names and ck == ["results/mqar/gdn_s0.ckpt.pt"]
+
+
+def test_gpu_bench_runs_before_the_campaign_and_comes_back(tmp_path):
+    env, out = _env(tmp_path)
+    r = subprocess.run(["bash", str(SCRIPT), "--gpu-bench", "--shapes S1 --ops chunk,scan,fla", "--plan", "device5",
+                        "--call-limit-s", "300"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    log = (tmp_path / "log").read_text().splitlines()
+    order = [i for i, x in enumerate(log) if "gpu bench" in x or "cpu_scan_precision" in x or "campaign" in x]
+    kinds = ["bench" if "gpu bench" in log[i] else "precision" if "precision" in log[i] else "campaign" for i in order]
+    assert kinds == ["bench", "precision", "campaign"]
+    assert "--shapes S1 --ops chunk,scan,fla --out" in log[order[0]]
+    names, _ = _packed(out)
+    assert "results/bench/gpu_bench.json" in names and "results/bench/scan_precision_cuda.json" in names
