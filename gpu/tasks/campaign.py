@@ -175,6 +175,24 @@ def device5():
     return jobs
 
 
+def device6():
+    """The second call of 1 December's third device session: the Transformers of AM Fig. 7 that call 1
+    left unfinished (4 and 8 layers, root first and last; resumed), then the ablation the first
+    DeltaFormer results asked for (they sat at the Transformers' level, ≈ 0.85 per node, not ≈ 1):
+    one token per edge with both endpoints in it (``edge_embedding=factored``), as the delta rule's
+    reachability reading needs one key per edge, the five DeltaFormers and the 1-layer Transformer,
+    round2 also at lr 1e-3; and the BL MQAR pilots (12 epochs; resumed)."""
+    jobs = grid("dag_reachability", ["transformer-4", "transformer-8"], [0])
+    jobs += grid("dag_reachability", ["transformer-4", "transformer-8"], [0], {"root_position": "last"})
+    dfs = [f"deltaformer-{k}" for k in ("linear", "round2", "relu", "exp", "softmax")]
+    fact = {"edge_tokens": "single", "edge_embedding": "factored"}
+    jobs += grid("dag_reachability", dfs + ["transformer-1"], [0], fact)
+    jobs += grid("dag_reachability", ["deltaformer-round2"], [0], {**fact, "lr": 1e-3})
+    for lr in (3e-4, 1e-3, 3e-3):
+        jobs += grid("mqar", ["bl"], [0], {"variant": "base", "lr": lr, "epochs": 12})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -194,7 +212,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6}
 
 
 def cost(job) -> float:

@@ -327,9 +327,18 @@ class SequenceModel(nn.Module):
     """Token-embedding sequence model: pre-norm blocks of attention (or DeltaFormer) + MLP."""
 
     def __init__(self, vocab: int, n_classes: int, *, n_layers: int, d_model: int = 128, n_heads: int = 4,
-                 kappa1: Optional[str] = None, pos: str = "rope", key_norm: bool = False, beta_max: float = 1.0):
+                 kappa1: Optional[str] = None, pos: str = "rope", key_norm: bool = False, beta_max: float = 1.0,
+                 factored_edges: int = 0):
         super().__init__()
         self.emb = nn.Embedding(vocab, d_model)
+        # factored_edges = n: ids below n² are one-token edges EDGE(u, v) = u·n + v, embedded as
+        # E_from[u] + E_to[v] (both endpoints in one token from 2n rows) rather than one row per edge
+        self.n_fact = int(factored_edges)
+        if self.n_fact:
+            if self.n_fact * self.n_fact > vocab:
+                raise ValueError(f"factored_edges: {self.n_fact}² edge ids exceed the vocabulary of {vocab}")
+            self.emb_from = nn.Embedding(self.n_fact, d_model)
+            self.emb_to = nn.Embedding(self.n_fact, d_model)
         self.layers = nn.ModuleList(AttentionLayer(d_model, n_heads, kappa1, pos, key_norm, beta_max)
                                     for _ in range(n_layers))
         self.n1 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
@@ -338,8 +347,17 @@ class SequenceModel(nn.Module):
         self.out_norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, n_classes)
 
-    def forward(self, tokens):
+    def embed(self, tokens):
         h = self.emb(tokens)
+        if self.n_fact:
+            n = self.n_fact
+            edge = tokens < n * n
+            e = tokens.clamp(max=n * n - 1)
+            h = torch.where(edge[..., None], self.emb_from(e // n) + self.emb_to(e % n), h)
+        return h
+
+    def forward(self, tokens):
+        h = self.embed(tokens)
         for att, n1, n2, mlp in zip(self.layers, self.n1, self.n2, self.mlps):
             h = h + att(n1(h))
             h = h + mlp(n2(h))

@@ -212,6 +212,10 @@ PROTOCOL = {
                         "two node tokens NODE(u) NODE(v) sharing the n node embeddings, or one token per edge, "
                         "EDGE(u, v) of n^2 ids (the notes do not give the tokenisation; with one-token edges no "
                         "model learned in 5,000 steps: docs/tasks_mqar_dag.md)"),
+        "edge_embedding": ("table", _choice("table", "factored"),
+                           "one-token edges only: one embedding row per edge id EDGE(u, v), or E_from[u] + "
+                           "E_to[v] (both endpoints in one token from 2n rows; ours, to test whether the "
+                           "two-token edges keep a 1-layer DeltaFormer from seeing an edge in one token)"),
         "deltaformer_keys": ("unit", _choice("unit", "raw"),
                              "the DeltaFormers' kappa1 keys: unit keys with beta in (0, 2), as the swap "
                              "curriculum's (ours), or raw keys with beta in (0, 1) (with two-token edges, 64 "
@@ -248,6 +252,8 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
     if task == "dag_reachability" and out["deltaformer_keys"] != "unit" and model is not None \
             and not model.startswith("deltaformer-"):
         raise ValueError(f"protocol deltaformer_keys: applies to the DeltaFormers, not {model!r}")
+    if task == "dag_reachability" and out["edge_embedding"] != "table" and out["edge_tokens"] != "single":
+        raise ValueError("protocol edge_embedding: applies to one-token edges (edge_tokens=single)")
     if task == "dag_reachability" and not out["queries_write"]:
         raise ValueError("protocol queries_write: the reachability models are attention models with no "
                          "separate write; it is fixed at true")
@@ -329,13 +335,14 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
         return MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=pr["d_model"], n_layers=2, mixer=model, **kw)
     if task == "dag_reachability":
         cfg = dag_config(pr)
+        fact = cfg.n_nodes if pr.get("edge_embedding", "table") == "factored" else 0
         if model.startswith("deltaformer-"):
             unit = pr.get("deltaformer_keys", "raw") == "unit"
             return Mo.SequenceModel(Dg.dag_vocab(cfg).size, cfg.n_nodes, n_layers=1, d_model=pr["d_model"],
                                     kappa1=model.split("-", 1)[1], key_norm=unit,
-                                    beta_max=CURRICULUM_BETA_MAX if unit else 1.0)
+                                    beta_max=CURRICULUM_BETA_MAX if unit else 1.0, factored_edges=fact)
         return Mo.SequenceModel(Dg.dag_vocab(cfg).size, cfg.n_nodes, n_layers=int(model.split("-")[1]),
-                                d_model=pr["d_model"])
+                                d_model=pr["d_model"], factored_edges=fact)
     if model.startswith("stress-"):
         _, kappa, n = model.split("-")
         return Mo.FixedKeySwapModel(int(n), 128, kappa1=kappa, kappa2=pr["stress_read"], keys=pr["stress_keys"])

@@ -50,3 +50,29 @@ def test_cli_rejects_a_bad_root_position(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "--protocol root_position=middle" in err[0]
     assert not (tmp_path / "runs").exists()
+
+
+def test_factored_edge_embedding_is_the_sum_of_its_endpoints_rows():
+    pr = Tr.resolve_protocol("dag_reachability", {"edge_tokens": "single", "edge_embedding": "factored"})
+    net = Tr.build_model("dag_reachability", "deltaformer-linear", pr)
+    cfg = Tr.dag_config(pr)
+    b = Dg.dag_batch(cfg, 2, generator=torch.Generator().manual_seed(1))
+    n, voc = cfg.n_nodes, Dg.dag_vocab(cfg)
+    h = net.embed(b.tokens)
+    t = int(torch.nonzero(b.is_edge[0])[0])                    # the first edge token of row 0
+    assert int(b.tokens[0, t]) < n * n
+    u, v = int(b.src[0, t]), int(b.dst[0, t])
+    want = net.emb_from.weight[u] + net.emb_to.weight[v]
+    assert torch.allclose(h[0, t], want)
+    ans = int(torch.nonzero(b.tokens[0] == voc.ans)[0])        # other tokens keep their own row
+    assert torch.allclose(h[0, ans], net.emb.weight[voc.ans])
+    logits, _ = Tr.forward(net, "dag_reachability", b, pr)
+    logits.sum().backward()                                    # both tables learn
+    assert net.emb_from.weight.grad.abs().sum() > 0 and net.emb_to.weight.grad.abs().sum() > 0
+
+
+def test_factored_edge_embedding_needs_one_token_edges():
+    with pytest.raises(ValueError, match="protocol edge_embedding"):
+        Tr.resolve_protocol("dag_reachability", {"edge_embedding": "factored"})   # default pair edges
+    with pytest.raises(ValueError, match="edge_embedding"):
+        Tr.resolve_protocol("dag_reachability", {"edge_tokens": "single", "edge_embedding": "sum"})
