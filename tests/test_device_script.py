@@ -34,6 +34,16 @@ exit 0
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
 
+def _checkout(tmp_path):
+    """A bare checkout to run the script in: this one's .resume/ and .whl/ (carried between device
+    calls) must not leak into the test."""
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(SCRIPT, root / "scripts" / SCRIPT.name)
+    (root / "results").mkdir()
+    return root
+
+
 def _env(tmp_path, **extra):
     bin_ = tmp_path / "bin"
     bin_.mkdir()
@@ -65,7 +75,7 @@ def _packed(out):
 def test_budget_is_clamped_and_only_unfinished_checkpoints_return(tmp_path):
     env, out = _env(tmp_path)
     r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--budget-s", "9999", "--call-limit-s", "300"],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+                       cwd=_checkout(tmp_path), env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "budget: 9999 s clamped to the call's" in r.stdout
     line = [x for x in (tmp_path / "log").read_text().splitlines() if "assocmem.gpu.tasks.campaign" in x][0]
@@ -79,7 +89,7 @@ def test_budget_is_clamped_and_only_unfinished_checkpoints_return(tmp_path):
 
 def test_a_term_still_packs_what_there_is(tmp_path):
     env, out = _env(tmp_path, STUB_SLEEP="30")
-    p = subprocess.Popen(["bash", str(SCRIPT), "--plan", "device5"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+    p = subprocess.Popen(["bash", str(SCRIPT), "--plan", "device5"], cwd=_checkout(tmp_path), env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.time() + 60
     while time.time() < deadline and "assocmem.gpu.tasks.campaign" not in (
@@ -97,7 +107,7 @@ def test_a_term_still_packs_what_there_is(tmp_path):
 def test_gpu_bench_runs_before_the_campaign_and_comes_back(tmp_path):
     env, out = _env(tmp_path)
     r = subprocess.run(["bash", str(SCRIPT), "--gpu-bench", "--shapes S1 --ops chunk,scan,fla", "--plan", "device5",
-                        "--call-limit-s", "300"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+                        "--call-limit-s", "300"], cwd=_checkout(tmp_path), env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     log = (tmp_path / "log").read_text().splitlines()
     order = [i for i, x in enumerate(log) if "gpu bench" in x or "cpu_scan_precision" in x or "campaign" in x]
