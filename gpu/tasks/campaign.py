@@ -193,6 +193,12 @@ def device6():
     return jobs
 
 
+def device7():
+    """The last call of that session: device6's AM Fig. 7 runs alone (call 2's kernel benchmark took the
+    call; the MQAR pilots wait for the next session), the ablation first."""
+    return [j for j in device6()[4:] + device6()[:4] if j[0] == "dag_reachability"]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -212,7 +218,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7}
 
 
 def cost(job) -> float:
