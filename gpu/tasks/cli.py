@@ -104,9 +104,9 @@ def _need_torch(what: str) -> None:
 def parse_protocol(task: str, items, queries_write: bool = False) -> dict:
     """``["KEY=VALUE", ...]`` (the ``--protocol`` flags) -> ``{KEY: VALUE}``, each checked against
     the task's protocol options; errors name the flag as typed."""
-    from .train import resolve_protocol
+    from .train import PROTOCOL, resolve_protocol
 
-    out = {}
+    out, typed = {}, {}
     for it in items:
         key, sep, val = str(it).partition("=")
         key, val = key.strip(), val.strip()
@@ -114,11 +114,20 @@ def parse_protocol(task: str, items, queries_write: bool = False) -> dict:
             raise ValueError(f"--protocol takes KEY=VALUE (got {it!r})")
         if key in out:
             raise ValueError(f"--protocol {key} is given twice")
+        spec = PROTOCOL.get(task, {})
         try:
-            resolve_protocol(task, {key: val})
+            if key not in spec:
+                resolve_protocol(task, {key: val})          # raises: names the task's options
+            spec[key][1](key, val)                          # the value alone
         except ValueError as exc:
             raise ValueError(f"--protocol {it}: {exc}") from None
-        out[key] = val
+        out[key], typed[key] = val, it
+    try:                                                    # then the options together (one may need another)
+        resolve_protocol(task, out)
+    except ValueError as exc:
+        msg = str(exc)
+        flag = next((typed[k] for k in typed if msg.startswith(f"protocol {k}:")), ", ".join(typed.values()))
+        raise ValueError(f"--protocol {flag}: {exc}") from None
     if queries_write:
         if out.get("queries_write", "true").lower() not in ("1", "true", "yes", "on"):
             raise ValueError("--queries-write contradicts --protocol queries_write=false")

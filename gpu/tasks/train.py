@@ -890,7 +890,7 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
         ck = load_checkpoint(ckpt_path, dev)
         net.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
-        gen.set_state(ck["gen"])
+        gen.set_state(ck["gen"].cpu())          # the data stream's generator is a CPU one; ck is mapped to dev
         step0, curve, wall_before = ck["step"], ck["curve"], ck.get("wall_s", 0.0)
         if sched is not None and ck.get("curriculum") is not None:
             # the schedule continues where it was (stage, switches, the partial accuracy window)

@@ -76,3 +76,15 @@ def test_factored_edge_embedding_needs_one_token_edges():
         Tr.resolve_protocol("dag_reachability", {"edge_embedding": "factored"})   # default pair edges
     with pytest.raises(ValueError, match="edge_embedding"):
         Tr.resolve_protocol("dag_reachability", {"edge_tokens": "single", "edge_embedding": "sum"})
+
+
+def test_cli_takes_options_that_need_each_other_in_any_order(tmp_path, capsys):
+    from assocmem.gpu.tasks.cli import parse_protocol
+
+    got = parse_protocol("dag_reachability", ["edge_embedding=factored", "edge_tokens=single"])
+    assert got == {"edge_embedding": "factored", "edge_tokens": "single"}
+    rc = main(["gpu", "train", "dag_reachability", "--model", "transformer-1", "--device", "cpu", "--steps", "1",
+               "--out", str(tmp_path / "runs"), "--protocol", "edge_embedding=factored"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--protocol edge_embedding=factored" in err[0] and "one-token" in err[0]
+    assert not (tmp_path / "runs").exists()
