@@ -28,16 +28,24 @@ def source_root() -> Path | None:
 
 
 def git_commit() -> str:
+    """HEAD (``+dirty`` with uncommitted changes); where there is no git checkout (a device's copy),
+    the ``ASSOCMEM_COMMIT`` the copy was made from, else "unknown"."""
+    import os
+
+    env = os.environ.get("ASSOCMEM_COMMIT", "")
+    fallback = f"{env} (ASSOCMEM_COMMIT)" if env and env != "unknown" else "unknown"
     try:
         root = Path(__file__).resolve().parent.parent
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=5)
-        commit = out.stdout.strip() or "unknown"
+        commit = out.stdout.strip()
+        if not commit:
+            return fallback
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=5).stdout.strip()
         return commit + ("+dirty" if dirty else "")
     except Exception:
-        return "unknown"
+        return fallback
 
 
 def versions() -> dict:

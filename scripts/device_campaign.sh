@@ -116,7 +116,8 @@ pack() {
   find results -name '*.ckpt.pt' | while read -r ck; do
     [ -f "${ck%.ckpt.pt}.json" ] || echo "$ck" >> /tmp/ckpts.txt
   done
-  [ -d bench ] && mv bench results/bench
+  # merged, not moved: results/bench may already exist (resumed from the previous call's results)
+  [ -d bench ] && mkdir -p results/bench && cp -r bench/. results/bench/ && rm -rf bench
   tar czf results.tgz --exclude='*.ckpt.pt' results
   if [ -s /tmp/ckpts.txt ]; then
     tar czf - -T /tmp/ckpts.txt | split -b 15M - ckpts.tgz.part-

@@ -106,8 +106,11 @@ def test_a_term_still_packs_what_there_is(tmp_path):
 
 def test_gpu_bench_runs_before_the_campaign_and_comes_back(tmp_path):
     env, out = _env(tmp_path)
+    root = _checkout(tmp_path)
+    (root / "results" / "bench").mkdir()                      # as resumed from an earlier call
+    (root / "results" / "bench" / "probe_steps.json").write_text("{}")
     r = subprocess.run(["bash", str(SCRIPT), "--gpu-bench", "--shapes S1 --ops chunk,scan,fla", "--plan", "device5",
-                        "--call-limit-s", "300"], cwd=_checkout(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+                        "--call-limit-s", "300"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     log = (tmp_path / "log").read_text().splitlines()
     order = [i for i, x in enumerate(log) if "gpu bench" in x or "cpu_scan_precision" in x or "campaign" in x]
@@ -116,3 +119,4 @@ def test_gpu_bench_runs_before_the_campaign_and_comes_back(tmp_path):
     assert "--shapes S1 --ops chunk,scan,fla --out" in log[order[0]]
     names, _ = _packed(out)
     assert "results/bench/gpu_bench.json" in names and "results/bench/scan_precision_cuda.json" in names
+    assert "results/bench/probe_steps.json" in names and not any("bench/bench" in n for n in names)
