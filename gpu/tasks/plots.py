@@ -544,7 +544,10 @@ DAG_TAG_LABELS = {"": "default: two-token edges, unit keys, root first",
                   "deltaformer_keys-raw": "raw DeltaFormer keys",
                   "root_position-last__deltaformer_keys-raw": "raw keys, root last",
                   "edge_tokens-single": "one-token edges",
-                  "edge_tokens-single__deltaformer_keys-raw": "one-token edges, raw keys"}
+                  "edge_tokens-single__deltaformer_keys-raw": "one-token edges, raw keys",
+                  "root_position-last": "root last",
+                  "edge_tokens-single__edge_embedding-factored": "one-token edges, E_from[u] + E_to[v]",
+                  "edge_tokens-single__edge_embedding-factored__lr-0.001": "the same, lr 1e-3"}
 
 
 def plot_dag(results_dir, out_dir) -> list[Path]:

@@ -219,13 +219,14 @@ def test_a_flip_that_breaks_a_reproduced_trend_is_not_the_cause(tmp_path, monkey
                             "deltaformer-round2", "deltaformer-linear")}
     _swap_curves(tmp_path, low, protocol={"supervision": "last"}, tag="supervision-last")
     r = _claim("task.swap_tracking").run()
-    assert "cause not isolated; supervision-last flips it but also breaks swap.round_linear_fast" in r.detail
+    assert ("cause not isolated (ablated: supervision-last); supervision-last flips it but also breaks "
+            "swap.round_linear_fast") in r.detail
     # the same ablation leaving the DeltaFormers fast is a cause
     _swap_curves(tmp_path, {"deltaformer-round2": 1.0, "deltaformer-linear": 1.0}, protocol={"supervision": "last"},
                  tag="supervision-last")
     r = _claim("task.swap_tracking").run()
     assert "supervision-last flips it (1 seed(s)): last token only" in r.detail
-    assert "cause not isolated; supervision-last" not in r.detail
+    assert "cause not isolated" not in r.detail
 
 
 def _dag(d, finals, protocol=None, tag="", fast_by=1500):
@@ -248,12 +249,15 @@ def test_dag_trends_are_pending_without_runs_and_judged_with_them(tmp_path, monk
     r = _claim("task.dag_reachability").run()
     assert r.status == "pending" and len(r.computed["trends_without_results"]) == 4
     assert any("graph search" in it["name"] and it["passed"] for it in r.items)
-    # every arm present and paper-like: the documented outcomes (None today) must be written down first
+    # every arm present and paper-like: undocumented outcomes must be written down first
+    keys = ("dag.transformers_about_08", "dag.deltaformer_fast", "dag.exp_softmax_lower",
+            "dag.deltaformer_above_transformers")
+    for key in keys:
+        monkeypatch.setitem(tasks.DOCUMENTED, key, None)
     _dag(tmp_path, DAG_PAPER_LIKE)
     r = _claim("task.dag_reachability").run()
     assert r.status == "failed" and "no outcome yet: document it" in r.detail
-    for key in ("dag.transformers_about_08", "dag.deltaformer_fast", "dag.exp_softmax_lower",
-                "dag.deltaformer_above_transformers"):
+    for key in keys:
         monkeypatch.setitem(tasks.DOCUMENTED, key, True)
     r = _claim("task.dag_reachability").run()
     assert r.status == "disputed" and "4/4 published trends reproduced" in r.detail      # 1 seed < 3
@@ -349,3 +353,23 @@ def test_mqar_readings_are_judged_once_runs_exist(tmp_path, monkeypatch):
     r = _claim("task.mqar").run()
     assert "4/4 published trends reproduced" in r.detail, r.detail
     assert r.computed["learning_rate_chosen"]["bl block"] == 0.003
+
+
+def test_a_finished_arm_that_breaks_a_reading_decides_it_before_the_others_finish(tmp_path, monkeypatch):
+    """A reading over every arm is false as soon as one finished arm breaks it (the 4-layer Transformer
+    above 0.9, the 8-layer one still running), and stays pending while every finished arm agrees."""
+    from assocmem.claims import tasks
+    from assocmem.claims.tasks import dag_trends
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    base = {k: v for k, v in DAG_PAPER_LIKE.items() if k != "transformer-8"}
+    _dag(tmp_path, base)
+    got = {k: o for k, _, o in dag_trends(tasks._results("dag_reachability"))}
+    assert got["dag.transformers_about_08"] is None and got["dag.deltaformer_above_transformers"] is None
+    assert got["dag.deltaformer_fast"] is True and got["dag.exp_softmax_lower"] is True
+    _dag(tmp_path, {"transformer-4": 0.95})
+    got = {k: o for k, _, o in dag_trends(tasks._results("dag_reachability"))}
+    assert got["dag.transformers_about_08"] is False and got["dag.deltaformer_above_transformers"] is None
+    _dag(tmp_path, {"transformer-4": 0.995})                     # above the fast DeltaFormers' 0.99
+    got = {k: o for k, _, o in dag_trends(tasks._results("dag_reachability"))}
+    assert got["dag.deltaformer_above_transformers"] is False
