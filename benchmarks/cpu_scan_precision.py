@@ -1,4 +1,8 @@
-"""fp32 error against float64 of the parallel-in-time op beside the chunked and the token-by-token ops, on a CPU.
+"""fp32 error against float64 of the chunked and the token-by-token ops in the collapsing regime.
+
+(Named for the parallel-in-time op ``chunk_scan_bl`` it was written for, which was measured on the H200
+and removed: ``git show 760e291:gpu/chunk_scan.py``; docs/gpu.md, section 5.  The committed JSONs keep
+its columns.)
 
 Every op runs its kernels through Triton's interpreter (``TRITON_INTERPRET=1``, set here before anything
 imports triton): the same kernel source as on a GPU, numpy's fp32 arithmetic.  Inputs are fp32 (unit keys
@@ -28,20 +32,13 @@ if DEVICE == "cpu":
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from assocmem.gpu import chunk_bl, chunk_scan_bl, fused_recurrent_bl, naive_bl  # noqa: E402
+from assocmem.gpu import chunk_bl, fused_recurrent_bl, naive_bl  # noqa: E402
 from assocmem.gpu.bench import inputs as bench_inputs  # noqa: E402
 from assocmem.provenance import provenance  # noqa: E402
 
 OPS = {
     "fused (token by token)": lambda x, **kw: fused_recurrent_bl(**x, **kw),
     "chunk_C16": lambda x, **kw: chunk_bl(**x, chunk_size=16, **kw),
-    "scan_C16 (float64 scan, fused passes)": lambda x, **kw: chunk_scan_bl(**x, chunk_size=16, **kw),
-    "scan32_C16 (float32 scan, fused passes)": lambda x, **kw: chunk_scan_bl(**x, chunk_size=16,
-                                                                            scan_dtype=torch.float32, **kw),
-    "scan_C16 within=chunk (float64 scan, chunk_bl passes)": lambda x, **kw: chunk_scan_bl(
-        **x, chunk_size=16, within="chunk", **kw),
-    "scan32_C64 (float32 scan, fused passes)": lambda x, **kw: chunk_scan_bl(**x, chunk_size=64,
-                                                                            scan_dtype=torch.float32, **kw),
 }
 
 

@@ -2,9 +2,7 @@
 
 One form per module, as flash-linear-attention lays out an op: :mod:`.naive` (the torch
 references ``naive_bl`` and ``chunk_bl_torch``), :mod:`.fused_recurrent` (token by token) and
-:mod:`.chunk` (chunk by chunk), each with its Triton kernels in a ``_*_kernels.py`` file, and
-:mod:`.chunk_scan` (parallel in time: chunk elements, a log-depth scan, then the chunks' passes
-through the other two ops);
+:mod:`.chunk` (chunk by chunk), each with its Triton kernels in a ``_*_kernels.py`` file;
 :mod:`.config` holds their launch configurations, :mod:`._launch` what else the two kernel ops
 share, :mod:`.bench` times them against fla.
 
@@ -15,11 +13,11 @@ the Triton kernels need triton, compiled on CUDA or interpreted on CPU with
 ``assocmem.gpu.bench`` and the CLI load without torch.
 """
 __all__ = ["fused_recurrent_bl", "fused_recurrent_bl_trace", "FusedConfig", "naive_bl", "chunk_bl_torch",
-           "chunk_bl", "chunk_bl_trace", "ChunkConfig", "chunk_scan_bl", "BayesianLayer"]
+           "chunk_bl", "chunk_bl_trace", "ChunkConfig", "BayesianLayer"]
 
 _WHERE = {"fused_recurrent_bl": ".fused_recurrent", "fused_recurrent_bl_trace": ".fused_recurrent",
           "FusedConfig": ".config", "naive_bl": ".naive", "chunk_bl_torch": ".naive",
-          "chunk_bl": ".chunk", "chunk_bl_trace": ".chunk", "ChunkConfig": ".config", "chunk_scan_bl": ".chunk_scan",
+          "chunk_bl": ".chunk", "chunk_bl_trace": ".chunk", "ChunkConfig": ".config",
           "BayesianLayer": ".layer"}
 
 

@@ -2,8 +2,7 @@
 
 One harness for every op, as fla's ``benchmarks/ops`` registry: an op is a name, how its
 inputs are made and how it is called (:func:`bl_ops`: ``fused_recurrent_bl``, ``chunk_bl`` per chunk
-size and, with ``--ops …,scan``, the parallel-in-time ``chunk_scan_bl`` per chunk size with a float64
-and a float32 scan; :func:`fla_ops`).  For each shape, in one process:
+size; :func:`fla_ops`).  For each shape, in one process:
 
 1. every BL op checked against float64 :func:`.naive.naive_bl` on fresh random inputs, every
    kernel output NaN-poisoned first: the forward on the whole shape (read on two batch
@@ -39,11 +38,9 @@ MODES = ("fwd", "fwdbwd")
 DEFAULT_OUT = "runs/gpu_bench.json"
 # the ratios reported: BL op (mode) against the fla op that does the closest work
 RATIOS = (("fused", "fwd", "fla_fused_recurrent_delta"), ("chunk", "fwd", "fla_chunk_gdn"),
-          ("chunk", "fwdbwd", "fla_chunk_delta"), ("fused", "fwdbwd", "fla_chunk_delta"),
-          ("scan", "fwd", "fla_chunk_gdn"), ("scan", "fwdbwd", "fla_chunk_delta"),
-          ("scan32", "fwd", "fla_chunk_gdn"), ("scan32", "fwdbwd", "fla_chunk_delta"))
-# the BL ops of the table: fused_recurrent_bl, chunk_bl, chunk_scan_bl (float64 scan; scan32: float32 scan)
-BL_OPS = ("fused", "chunk", "scan")
+          ("chunk", "fwdbwd", "fla_chunk_delta"), ("fused", "fwdbwd", "fla_chunk_delta"))
+# the BL ops of the table: fused_recurrent_bl, chunk_bl
+BL_OPS = ("fused", "chunk")
 
 
 class Op(NamedTuple):
@@ -71,22 +68,14 @@ def inputs(torch, shape, device, seed, fla=False):
     return {n: t.to(device) for n, t in x.items()}
 
 
-def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=None, scan_sizes=()) -> dict[str, Op]:
-    """``fused``, ``chunk_C{C}`` for each of ``chunk_sizes``, and for each of ``scan_sizes`` the
-    parallel-in-time ``scan_C{C}`` (float64 elements and scan) and ``scan32_C{C}`` (float32), both with
-    the chunks' passes by :func:`.fused_recurrent_bl`'s kernels."""
-    import torch
-
-    from . import chunk_bl, chunk_scan_bl, fused_recurrent_bl
+def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=None) -> dict[str, Op]:
+    """``fused`` and ``chunk_C{C}`` for each of ``chunk_sizes``."""
+    from . import chunk_bl, fused_recurrent_bl
 
     ops = {"fused": Op("fused", "bl", lambda x: fused_recurrent_bl(**x, validate=False, config=fused_config)[0])}
     for C in chunk_sizes:
         ops[f"chunk_C{C}"] = Op(f"chunk_C{C}", "bl", lambda x, C=C: chunk_bl(
             **x, chunk_size=C, validate=False, backward=backward, config=chunk_config)[0])
-    for C in scan_sizes:
-        for name, dt in (("scan", torch.float64), ("scan32", torch.float32)):
-            ops[f"{name}_C{C}"] = Op(f"{name}_C{C}", "bl", lambda x, C=C, dt=dt: chunk_scan_bl(
-                **x, chunk_size=C, validate=False, scan_dtype=dt)[0])
     return ops
 
 
@@ -182,7 +171,7 @@ def drift(torch, op: Op, device, T=100_000, D=64, m=16, seg=10_000, seed=5) -> d
     way; the float64 reference runs the same segments."""
     import torch.nn.functional as F
 
-    from . import chunk_bl, chunk_scan_bl, fused_recurrent_bl, naive_bl
+    from . import chunk_bl, fused_recurrent_bl, naive_bl
 
     H = 4
     g = torch.Generator(device="cpu").manual_seed(seed)
@@ -193,10 +182,8 @@ def drift(torch, op: Op, device, T=100_000, D=64, m=16, seg=10_000, seed=5) -> d
     l2 = torch.tensor([a for a, _ in heads]).expand(1, T, H).contiguous()
     r2 = torch.tensor([b for _, b in heads]).expand(1, T, H).contiguous()
     x = {n: t.to(device) for n, t in dict(q=q, k=k, v=v, l2=l2, r2=r2).items()}
-    fn = fused_recurrent_bl if op.name == "fused" else chunk_bl if op.name.startswith("chunk") else chunk_scan_bl
+    fn = fused_recurrent_bl if op.name == "fused" else chunk_bl
     kw = {} if op.name == "fused" else {"chunk_size": int(op.name.split("_C")[1])}
-    if op.name.startswith("scan"):
-        kw["scan_dtype"] = torch.float32 if op.name.startswith("scan32") else torch.float64
     st32 = st64 = None
     rows, num, den = [], {}, {}
     windows = [(0, 100), (100, 1000), (1000, 10_000), (10_000, T)]
@@ -247,8 +234,7 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
         info["triton"] = triton.__version__
     except Exception:
         pass
-    table_ops = bl_ops(chunk_sizes if "chunk" in ops else (), backward, fused_config, chunk_config,
-                       chunk_sizes if "scan" in ops else ())
+    table_ops = bl_ops(chunk_sizes if "chunk" in ops else (), backward, fused_config, chunk_config)
     if "fused" not in ops:
         del table_ops["fused"]
     fla = "not requested" if "fla" not in ops else fla_ops() if device.type == "cuda" else "needs CUDA"
@@ -362,12 +348,11 @@ def add_arguments(p):
                    help="comma list of shapes (B, T, H, D, m): " + ", ".join(f"{n} {s}" for n, s in SHAPES.items())
                    + " (default S1,S2,S3,S4)")
     p.add_argument("--ops", type=Items(BL_OPS + ("fla",), what="op"), default=("fused", "chunk", "fla"),
-                   help="comma list of fused (fused_recurrent_bl), chunk (chunk_bl), scan (chunk_scan_bl, the "
-                        "parallel-in-time form: scan_C* with a float64 scan, scan32_C* float32), fla (fla's "
-                        "delta-rule ops); default fused,chunk,fla")
+                   help="comma list of fused (fused_recurrent_bl), chunk (chunk_bl), fla (fla's delta-rule "
+                        "ops); default fused,chunk,fla")
     p.add_argument("--modes", type=Items(MODES, what="mode"), default=MODES, help="comma list of fwd, fwdbwd")
     p.add_argument("--chunk-sizes", type=Items(("16", "32", "64"), int, what="chunk size"), default=(16,),
-                   help="comma list of chunk_bl's (and chunk_scan_bl's) chunk sizes, of 16, 32, 64 "
+                   help="comma list of chunk_bl's chunk sizes, of 16, 32, 64 "
                         "(default 16, chunk_bl's fastest)")
     p.add_argument("--backward", choices=BACKWARDS, default="auto", help="chunk_bl's backward (default auto)")
     p.add_argument("--fused-config", type=_config_items(FusedConfig), default=None, metavar="KEY=VALUE,...",

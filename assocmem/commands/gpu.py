@@ -20,7 +20,7 @@ def register(sub) -> None:
     gsub = p.add_subparsers(dest="gpu_command", metavar="SUBCOMMAND", parser_class=type(p))
     b = gsub.add_parser(
         "bench", help="check the BL kernels against float64 and time them against fla (needs CUDA)",
-        description="Check fused_recurrent_bl and chunk_bl (and, with --ops ...,scan, chunk_scan_bl) against float64 naive_bl on fresh random inputs "
+        description="Check fused_recurrent_bl and chunk_bl against float64 naive_bl on fresh random inputs "
                     "(kernel outputs poisoned with NaN, every gradient), time forward and forward+backward "
                     "with triton.testing.do_bench beside fla's delta-rule ops (when importable), optionally "
                     "measure the fp32 drift over 1e5 tokens, and write one JSON (runs/gpu_bench.json unless "

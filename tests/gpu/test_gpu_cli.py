@@ -75,25 +75,3 @@ def test_harness_on_the_cpu_interpreter(tmp_path, monkeypatch, capsys):
     assert "| tiny |" in capsys.readouterr().out
     assert bench.ratios({"chunk_C16": {"fwd_ms": 2.0}, "fla_chunk_gdn": {"fwd_ms": 0.5}}) == {
         "chunk_C16 fwd / fla_chunk_gdn fwd": 4.0}
-
-
-def test_harness_times_the_parallel_in_time_op(tmp_path, monkeypatch):
-    """``--ops scan``: chunk_scan_bl with a float64 and a float32 scan, checked against float64 through
-    the interpreter (forward and every gradient) and timed; the ratios pair it with fla's ops."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("triton")
-    from assocmem.gpu import bench
-
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    out = tmp_path / "s.json"
-    bench.run(["tiny"], ("scan",), chunk_sizes=(16,), out=str(out), device=torch.device("cpu"))
-    res = json.loads(out.read_text())
-    assert res["ops"] == ["scan_C16", "scan32_C16"]
-    for op in res["ops"]:
-        c = res["shapes"]["tiny"]["check"][op]
-        assert bench.check_ok(c), c
-        assert c["fwd_o"] < 1e-5 and c["grad_k"] < 1e-4 and c["grad_alpha"] < 1e-4
-        assert set(res["shapes"]["tiny"]["times"][op]) == {"fwd_ms", "fwdbwd_ms"}
-    assert bench.ratios({"scan_C16": {"fwd_ms": 3.0}, "scan32_C16": {"fwdbwd_ms": 4.0},
-                         "fla_chunk_gdn": {"fwd_ms": 1.5}, "fla_chunk_delta": {"fwdbwd_ms": 2.0}}) == {
-        "scan_C16 fwd / fla_chunk_gdn fwd": 2.0, "scan32_C16 fwdbwd / fla_chunk_delta fwdbwd": 2.0}

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from assocmem.gpu import _inputs, chunk_bl, chunk_scan_bl, fused_recurrent_bl, naive_bl  # noqa: E402
+from assocmem.gpu import _inputs, chunk_bl, fused_recurrent_bl, naive_bl  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -65,7 +65,7 @@ def _ops(monkeypatch):
         return g
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     return {"naive_bl": naive_bl, "fused_recurrent_bl": interp(fused_recurrent_bl),
-            "chunk_bl": interp(chunk_bl), "chunk_scan_bl": chunk_scan_bl}
+            "chunk_bl": interp(chunk_bl)}
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
