@@ -227,14 +227,18 @@ def fla_refuses_gated_backward() -> bool:
 
 
 def gdn_backend(requested: str = "auto") -> str:
-    """The GDN core on a GPU: ``"triton"`` (fla's kernels) or ``"torch"`` (fla's chunked torch
-    reference under autograd, with the torch stand-ins of :func:`torch_ops`).  ``"auto"`` takes
+    """The GDN core on a GPU: ``"triton"`` (fla's kernels), ``"torch"`` (fla's chunked torch
+    reference under autograd, with the torch stand-ins of :func:`torch_ops`) or ``"hybrid"`` (fla's
+    kernels with the refused one replaced, :mod:`.fla_hybrid`; not yet run on the H200, so ``auto``
+    does not pick it).  ``"auto"`` takes
     Triton unless fla refuses its backward here (:func:`fla_refuses_gated_backward`); an explicit
     ``"triton"`` there is refused with the reason rather than failing mid-run."""
-    if requested not in ("auto", "triton", "torch"):
-        raise ValueError(f"gdn_backend must be auto, triton or torch (got {requested!r})")
+    if requested not in ("auto", "triton", "torch", "hybrid"):
+        raise ValueError(f"gdn_backend must be auto, triton, torch or hybrid (got {requested!r})")
     if requested == "torch":
         return "torch"
+    if requested == "hybrid":                     # fla's kernels, the refused one by torch ops where refused
+        return "hybrid" if fla_refuses_gated_backward() else "triton"
     if fla_refuses_gated_backward():
         if requested == "triton":
             raise ValueError("protocol gdn_backend: fla refuses its gated backward on Hopper with Triton >= 3.4 "

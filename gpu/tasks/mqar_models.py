@@ -263,9 +263,13 @@ class _FLAMixer(nn.Module):
         if h.device.type == "cpu":
             with torch_ops(self.layer):
                 return self.layer(h)[0]
-        if self._gpu_backend() == "torch":
+        backend = self._gpu_backend()
+        if backend == "torch":
             with torch_ops(self.layer, recurrence="chunk"):
                 return self.layer(h)[0]
+        if backend == "hybrid":
+            from .fla_hybrid import install
+            install()                                # fla's Triton GDN, its refused backward kernel in torch
         return self.layer(h)[0]
 
     def _gpu_backend(self) -> str:
@@ -340,6 +344,9 @@ class GDNMixer(_FLAMixer):
             if self._gpu_backend() == "torch":
                 return ("torch on GPU (fla naive_chunk_gated_delta_rule under autograd; fla's Triton backward "
                         "is refused on this GPU/Triton, fla #640)")
+            if self._gpu_backend() == "hybrid":
+                return ("fla Triton (chunk_gated_delta_rule) with its refused chunk_bwd_dqkwg in torch "
+                        "(assocmem.gpu.tasks.fla_hybrid)")
             return "fla Triton (chunk_gated_delta_rule)"
         return "torch on CPU (fla naive_recurrent_gated_delta_rule; assocmem.gpu.tasks.fla_cpu)"
 

@@ -194,10 +194,11 @@ PROTOCOL = {
         "epochs": (40, _int_in(1, 1000), "passes over the pool (as steps: epochs x pool / batch)"),
         "pool_size": (0, _int_in(0, 10_000_000), "training sequences (0: the paper's 100k / 160k / 120k)"),
         "warmup_steps": (1024, _int_in(0, 1_000_000), "linear warm-up, then cosine decay to 0"),
-        "gdn_backend": ("auto", _choice("auto", "triton", "torch"),
+        "gdn_backend": ("auto", _choice("auto", "triton", "torch", "hybrid"),
                         "GDN's core on a GPU: fla's Triton kernels, or fla's chunked torch reference under "
                         "autograd; auto takes Triton unless fla refuses its backward there (Hopper with Triton "
-                        ">= 3.4 and < 3.7.1, fla #640: the H200 here)"),
+                        ">= 3.4 and < 3.7.1, fla #640: the H200 here); hybrid: fla's kernels with the refused "
+                        "one in torch (assocmem.gpu.tasks.fla_hybrid; not yet run on a GPU)"),
     },
     "dag_reachability": {
         "queries_write": (True, _bool, "fixed: attention models, every token is in the context (the read-out "

@@ -409,7 +409,8 @@ def test_gdn_backend_follows_fla_own_refusal(monkeypatch):
                 fla_cpu.gdn_backend("triton")
         else:
             assert fla_cpu.gdn_backend("triton") == "triton"
-    with pytest.raises(ValueError, match="gdn_backend must be auto, triton or torch"):
+        assert fla_cpu.gdn_backend("hybrid") == ("hybrid" if auto == "torch" else "triton")
+    with pytest.raises(ValueError, match="gdn_backend must be auto, triton, torch or hybrid"):
         fla_cpu.gdn_backend("cuda")
 
 
@@ -421,3 +422,24 @@ def test_gdn_backend_is_a_protocol_option_for_the_gdn_models_only():
     for model in ("bl", "mamba2"):
         with pytest.raises(ValueError, match="protocol gdn_backend: applies to gdn and gdn-conv"):
             Tr.resolve_protocol("mqar", {"gdn_backend": "torch"}, model)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: fla's Triton kernels")
+@pytest.mark.parametrize("name", ("gdn", "gdn-conv"))
+@pytest.mark.parametrize("T", (100, 150))
+def test_cuda_hybrid_core_matches_the_reference_forward_and_backward(name, T):
+    """gdn_backend=hybrid on the GPU: fla's Triton kernels, the one fla refuses here in torch
+    (assocmem.gpu.tasks.fla_hybrid), against the float64 reference, output and every gradient."""
+    mx = small_mixer(name, 32, 3)
+    mx.backend = "hybrid"
+    x = torch.randn(2, T, 32, generator=torch.Generator().manual_seed(4))
+    w = torch.randn(2, T, 32, generator=torch.Generator().manual_seed(5))
+    ref = reference(mx, x)
+    g_ref = torch.autograd.grad((ref * w.double()).sum(), list(mx.parameters()))
+    mx = mx.cuda()
+    out = mx(x.cuda())
+    _close(out.detach().cpu(), ref, 2e-3)
+    g = torch.autograd.grad((out * w.cuda()).sum(), list(mx.parameters()))
+    for (pname, _), a, b in zip(mx.named_parameters(), g, g_ref):
+        assert torch.isfinite(a).all(), pname
+        _close(a.cpu(), b, 5e-3)

@@ -1,0 +1,117 @@
+"""fla's Triton GDN with one kernel replaced by torch operations: ``gdn_backend=hybrid``.
+
+fla 0.6.0 refuses its gated ``chunk_bwd_dqkwg`` kernel on Hopper with Triton >= 3.4.0 and < 3.7.1
+(wrong results there, fla issue #640; the H200 of our device has Triton 3.6).  Every other kernel
+of ``chunk_gated_delta_rule`` runs.  :func:`chunk_bwd_dqkwg_torch` computes what that one kernel
+computes, from the same inputs, chunk by chunk in batched torch products (fp32), and
+:func:`install` puts it in the place ``fla.ops.gated_delta_rule.chunk`` calls, only for the case
+fla refuses (a gate, on the refused platform); everything else still goes to fla's kernel.
+
+What the kernel computes, per chunk ``c`` of ``BT`` tokens and value head, with ``g`` the gate's
+within-chunk cumulative sum in log2 units (fla multiplies by ``1/ln 2``), ``h_c`` the state before
+the chunk (``[K, V]``), ``dh_c`` the gradient of the state after it, ``v`` the corrected values
+``v_new`` and ``dv`` their gradient:
+
+* ``dq = scale · (exp2(g) ⊙ (do h_cᵀ) + dS k)``, ``dS = causal(do vᵀ ⊙ exp2(g_i − g_j)) · scale``;
+* ``dk = exp2(g_last − g) ⊙ (v dh_cᵀ) + dSᵀ q``;
+* ``dw = −dv h_cᵀ``;
+* ``dg = Σ_K dq ⊙ q − Σ_K dk ⊙ k``, plus at the chunk's last token
+  ``exp2(g_last) ⟨h_c, dh_c⟩ + Σ (exp2(g_last − g) ⊙ v dh_cᵀ) ⊙ k`` (fla's reverse cumulative
+  sum follows in its own code).
+
+``tests/gpu/test_fla_hybrid.py`` checks these against autograd of the chunk's forward written out
+in torch (natural-log gates), on a CPU; the whole hybrid GDN against fla's torch reference is a
+CUDA test (it needs fla's other Triton kernels).
+"""
+from __future__ import annotations
+
+import threading
+
+import torch
+
+_LOCK = threading.Lock()
+_ORIGINAL = {}
+
+
+def chunk_bwd_dqkwg_torch(q, k, v, do, h, dh, w=None, g=None, g_gamma=None, dv=None, scale=None,
+                          state_v_first=False, cu_seqlens=None, chunk_size=64, chunk_indices=None):
+    """fla 0.6.0's ``chunk_bwd_dqkwg`` for a gated, fixed-length batch (``g`` given, no
+    ``cu_seqlens``, no ``g_gamma``, ``state_v_first=False``): returns ``dq, dk, dw, dg`` with the
+    kernel's shapes and dtypes (``dg`` float32, before fla's reverse cumulative sum)."""
+    if g is None or g_gamma is not None or cu_seqlens is not None or state_v_first:
+        raise NotImplementedError("chunk_bwd_dqkwg_torch: gated, fixed-length, state [K, V] only")
+    B, T, H, K = k.shape
+    HV, Vd = v.shape[2], v.shape[-1]
+    BT = int(chunk_size)
+    NT = -(-T // BT)
+    pad = NT * BT - T
+    scale = K ** -0.5 if scale is None else scale
+    f32 = torch.float32
+
+    def chunks(x, fill_last=False):              # [B, T, HV, X] -> [B, NT, HV, BT, X] in fp32
+        x = x.to(f32)
+        if pad:
+            tail = x[:, -1:].expand(-1, pad, *x.shape[2:]) if fill_last else x.new_zeros(B, pad, *x.shape[2:])
+            x = torch.cat([x, tail], 1)
+        return x.reshape(B, NT, BT, *x.shape[2:]).transpose(2, 3)
+
+    rep = HV // H
+    qh, kh = (x.repeat_interleave(rep, dim=2) if rep > 1 else x for x in (q, k))
+    qc, kc, vc, doc = chunks(qh), chunks(kh), chunks(v), chunks(do)
+    gc = chunks(g[..., None], fill_last=True)[..., 0]          # [B, NT, HV, BT]; padding repeats g[T-1]
+    hc = h.to(f32).reshape(B, NT, HV, K, Vd)
+    dhc = dh.to(f32).reshape(B, NT, HV, K, Vd)
+    valid = torch.ones(NT * BT, dtype=torch.bool, device=k.device)
+    if pad:
+        valid[T:] = False
+    valid = valid.reshape(NT, BT)[None, :, None, :]            # [1, NT, 1, BT]
+
+    g_last = gc[..., -1]                                        # g at the chunk's last valid token
+    dg_last = (hc * dhc).sum((-2, -1)) * torch.exp2(g_last)
+    dq = (doc @ hc.transpose(-1, -2)) * torch.exp2(gc)[..., None] * scale
+    dk = (vc @ dhc.transpose(-1, -2)) * torch.where(valid, torch.exp2(g_last[..., None] - gc), 0)[..., None]
+    dg_last = dg_last + (dk * kc).sum((-2, -1))
+    i = torch.arange(BT, device=k.device)
+    causal = (i[:, None] >= i[None, :]) & valid[..., :, None] & valid[..., None, :]
+    ds = torch.where(causal, (doc @ vc.transpose(-1, -2)) * torch.exp2(gc[..., :, None] - gc[..., None, :]), 0) * scale
+    dq = dq + ds @ kc
+    dk = dk + ds.transpose(-1, -2) @ qc
+    dg = (dq * qc).sum(-1) - (dk * kc).sum(-1)                # [B, NT, HV, BT]
+    last = torch.full((NT,), BT - 1, device=k.device)
+    if pad:
+        last[-1] = BT - 1 - pad
+    dg = dg.scatter_add(-1, last[None, :, None, None].expand(B, NT, HV, 1), dg_last[..., None])
+
+    def tokens(x):                                              # [B, NT, HV, BT, X] -> [B, T, HV, X]
+        return x.transpose(2, 3).reshape(B, NT * BT, HV, -1)[:, :T]
+
+    dq, dk = tokens(dq), tokens(dk)
+    if rep > 1:
+        dq = dq.reshape(B, T, H, rep, K).sum(3)
+        dk = dk.reshape(B, T, H, rep, K).sum(3)
+    dw = None
+    if w is not None:
+        dw = tokens(-(chunks(dv) @ hc.transpose(-1, -2))).to(w.dtype)
+    dg = tokens(dg[..., None])[..., 0]
+    return dq.to(q.dtype), dk.to(k.dtype), dw, dg.to(f32)
+
+
+def _hybrid(*args, **kw):
+    from .fla_cpu import fla_refuses_gated_backward
+
+    if kw.get("g") is not None and fla_refuses_gated_backward() and not args:
+        return chunk_bwd_dqkwg_torch(**kw)
+    return _ORIGINAL["chunk_bwd_dqkwg"](*args, **kw)
+
+
+def install() -> None:
+    """Route ``fla.ops.gated_delta_rule.chunk``'s calls of ``chunk_bwd_dqkwg`` through
+    :func:`chunk_bwd_dqkwg_torch` where fla refuses its kernel (idempotent; process-wide, as fla's
+    own module global is)."""
+    import fla.ops.gated_delta_rule.chunk as mod
+
+    with _LOCK:
+        if "chunk_bwd_dqkwg" not in _ORIGINAL:
+            _ORIGINAL["chunk_bwd_dqkwg"] = mod.chunk_bwd_dqkwg
+            mod.chunk_bwd_dqkwg = _hybrid
+

@@ -1,0 +1,65 @@
+"""gdn_backend=hybrid: the torch stand-in for fla 0.6.0's gated chunk_bwd_dqkwg kernel (the one fla
+refuses on Hopper with Triton 3.6) against autograd of the chunk's forward, written out here."""
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from assocmem.gpu.tasks.fla_hybrid import chunk_bwd_dqkwg_torch  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+def _reference(q, k, v, do, h, dh, w, dv, gnat, scale, BT):
+    """dF/d(q, k, w, g) for F = Σ_c <do_c, o_c> + <dh_c, h_{c+1}> + <dv_c, −w_c h_c>, each chunk's
+    state h_c and corrected values v fixed, g the within-chunk cumulative gate (natural log)."""
+    q, k, w, gnat = (x.detach().double().requires_grad_() for x in (q, k, w, gnat))
+    B, T, H, K = k.shape
+    HV = v.shape[2]
+    rep = HV // H
+    F = 0.0
+    for c in range(-(-T // BT)):
+        s = slice(c * BT, min(T, c * BT + BT))
+        n = s.stop - s.start
+        for b in range(B):
+            for j in range(HV):
+                qq, kk = q[b, s, j // rep], k[b, s, j // rep]
+                gg = gnat[b, s, j]
+                hc, vv = h[b, c, j].double(), v[b, s, j].double()
+                mask = torch.tril(torch.ones(n, n, dtype=torch.bool))
+                A = torch.where(mask, (qq @ kk.T) * torch.exp(gg[:, None] - gg[None, :]), 0.0)
+                o = scale * ((qq * torch.exp(gg)[:, None]) @ hc + A @ vv)
+                h_next = torch.exp(gg[-1]) * hc + (kk * torch.exp(gg[-1] - gg)[:, None]).T @ vv
+                F = F + (do[b, s, j].double() * o).sum() + (dh[b, c, j].double() * h_next).sum() \
+                    + (dv[b, s, j].double() * (-(w[b, s, j] @ hc))).sum()
+    F.backward()
+    return q.grad, k.grad, w.grad, gnat.grad
+
+
+@pytest.mark.parametrize("T,BT,H,HV", [(32, 16, 2, 2), (40, 16, 1, 2)])   # a partial last chunk; GQA
+def test_dqkwg_equals_autograd_of_the_chunk_forward(T, BT, H, HV):
+    g = torch.Generator().manual_seed(T + H)
+    B, K, V = 2, 8, 6
+    NT = -(-T // BT)
+    rn = lambda *s: torch.randn(*s, generator=g)                # noqa: E731
+    q, k = rn(B, T, H, K) / math.sqrt(K), rn(B, T, H, K) / math.sqrt(K)
+    v, do, dv, w = rn(B, T, HV, V), rn(B, T, HV, V), rn(B, T, HV, V), rn(B, T, HV, K)
+    h, dh = rn(B, NT, HV, K, V), rn(B, NT, HV, K, V)
+    gate = -torch.rand(B, T, HV, generator=g) * 0.3              # log decays per token
+    gnat = torch.cat([gate[:, c * BT:(c + 1) * BT].cumsum(1) for c in range(NT)], 1)   # within-chunk cumsum
+    scale = K ** -0.5
+    got = chunk_bwd_dqkwg_torch(q, k, v, do, h, dh, w=w, g=gnat / math.log(2.0), dv=dv, scale=scale,
+                                chunk_size=BT)
+    want = _reference(q, k, v, do, h, dh, w, dv, gnat, scale, BT)
+    for name, a, b in zip(("dq", "dk", "dw", "dg"), got, want):
+        assert a.shape == b.shape, name
+        err = float((a.double() - b).norm() / b.norm())
+        assert err < 1e-5, (name, err)
+    assert got[3].dtype == torch.float32 and got[0].dtype == q.dtype
+
+
+def test_refuses_what_it_does_not_cover():
+    x = torch.zeros(1, 16, 1, 4)
+    with pytest.raises(NotImplementedError):
+        chunk_bwd_dqkwg_torch(x, x, x, x, torch.zeros(1, 1, 1, 4, 4), torch.zeros(1, 1, 1, 4, 4), g=None)
