@@ -53,7 +53,7 @@ EXPECTED = {
     "task.random_keys": ("disputed", "numpy triton"),
     "task.mqar": ("pending", "numpy"),                 # generator checked; Fig. 4 needs finished runs
     "task.swap_tracking": ("disputed", "numpy triton"),
-    "task.dag_reachability": ("disputed", "numpy,triton"),   # Fig. 7: 1/4 readings reproduced (docs/tasks_mqar_dag.md)
+    "task.dag_reachability": ("disputed", "numpy triton"),   # Fig. 7: 1/4 readings reproduced (docs/tasks_mqar_dag.md)
 }
 KERNELS = all(importlib.util.find_spec(m) is not None for m in ("torch", "triton"))
 
