@@ -199,6 +199,22 @@ def device7():
     return [j for j in device6()[4:] + device6()[:4] if j[0] == "dag_reachability"]
 
 
+def device8():
+    """The next session's plan (after a first call of ``--pytest "gpu/test_mqar_baselines.py -k cuda"
+    --probe "mqar:gdn:variant=base,pool_size=2048,gdn_backend=hybrid"``): the 8-layer root-first
+    Transformer of AM Fig. 7 again (its 4,500-step checkpoint is not committed), the per-node read-out
+    ablation for the DeltaFormers and the 1-layer Transformer (the multilabel ANS token must read the
+    whole set from one softmax read), then the 12-epoch MQAR pilots on Base, BL and then GDN on the
+    hybrid backend (run those only if the CUDA test of the hybrid passed)."""
+    dfs = [f"deltaformer-{k}" for k in ("linear", "round2", "relu", "exp", "softmax")]
+    jobs = grid("dag_reachability", ["transformer-8"], [0])
+    jobs += grid("dag_reachability", dfs + ["transformer-1"], [0], {"output": "per_node"})
+    for model, extra in (("bl", {}), ("gdn", {"gdn_backend": "hybrid"})):
+        for lr in (3e-4, 1e-3, 3e-3):
+            jobs += grid("mqar", [model], [0], {"variant": "base", "lr": lr, "epochs": 12, **extra})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -218,7 +234,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8}
 
 
 def cost(job) -> float:

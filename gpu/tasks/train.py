@@ -213,6 +213,10 @@ PROTOCOL = {
                         "two node tokens NODE(u) NODE(v) sharing the n node embeddings, or one token per edge, "
                         "EDGE(u, v) of n^2 ids (the notes do not give the tokenisation; with one-token edges no "
                         "model learned in 5,000 steps: docs/tasks_mqar_dag.md)"),
+        "output": ("multilabel", _choice("multilabel", "per_node"),
+                   "the read-out: the n node logits at one final ANS token (binary cross-entropy), or a query "
+                   "token NODE(x) per node in shuffled order, each answered reachable or not (two-class "
+                   "cross-entropy; the notes do not give the format)"),
         "edge_embedding": ("table", _choice("table", "factored"),
                            "one-token edges only: one embedding row per edge id EDGE(u, v), or E_from[u] + "
                            "E_to[v] (both endpoints in one token from 2n rows; ours, to test whether the "
@@ -288,9 +292,10 @@ def lr_factor(step: int, steps: int, warmup: int) -> float:
 
 
 def dag_config(protocol: dict) -> "Dg.DAGConfig":
-    """The reachability generator's configuration for a resolved protocol (multilabel read-out)."""
+    """The reachability generator's configuration for a resolved protocol."""
     return Dg.DAGConfig(root_position=protocol["root_position"], family=protocol["family"],
-                        edge_order=protocol["edge_order"], edge_tokens=protocol["edge_tokens"])
+                        edge_order=protocol["edge_order"], edge_tokens=protocol["edge_tokens"],
+                        output=protocol.get("output", "multilabel"))
 
 
 def result_tag(task: str, result: dict) -> Optional[str]:
@@ -337,12 +342,13 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
     if task == "dag_reachability":
         cfg = dag_config(pr)
         fact = cfg.n_nodes if pr.get("edge_embedding", "table") == "factored" else 0
+        n_out = 2 if cfg.output == "per_node" else cfg.n_nodes
         if model.startswith("deltaformer-"):
             unit = pr.get("deltaformer_keys", "raw") == "unit"
-            return Mo.SequenceModel(Dg.dag_vocab(cfg).size, cfg.n_nodes, n_layers=1, d_model=pr["d_model"],
+            return Mo.SequenceModel(Dg.dag_vocab(cfg).size, n_out, n_layers=1, d_model=pr["d_model"],
                                     kappa1=model.split("-", 1)[1], key_norm=unit,
                                     beta_max=CURRICULUM_BETA_MAX if unit else 1.0, factored_edges=fact)
-        return Mo.SequenceModel(Dg.dag_vocab(cfg).size, cfg.n_nodes, n_layers=int(model.split("-")[1]),
+        return Mo.SequenceModel(Dg.dag_vocab(cfg).size, n_out, n_layers=int(model.split("-")[1]),
                                 d_model=pr["d_model"], factored_edges=fact)
     if model.startswith("stress-"):
         _, kappa, n = model.split("-")
@@ -412,6 +418,9 @@ def forward(net, task: str, batch, protocol: Optional[dict] = None):
         qw = False if protocol is None else protocol["queries_write"]
         return net(batch.x, batch.keys, None if qw else ~batch.is_query), batch.labels
     if task == "dag_reachability":
+        if batch.labels.ne(Dt.IGNORE).any():
+            # per-node read-out: two logits at each NODE(x) query token against its 0/1 label
+            return net(batch.tokens), batch.labels
         # multilabel read-out: the n logits at the ANS token against the reachable set
         return net(batch.tokens)[batch.is_query], batch.targets
     if task == "mqar":
@@ -605,9 +614,19 @@ def _eval_mqar(net, s, device, chunk, pr):
 
 def _eval_dag(net, s, device, chunk, pr):
     """Per-node and exact-set accuracy of the reachable set, overall and per tree family."""
-    outs = _batched(net, "dag_reachability", lambda b, g: Dg.dag_batch(dag_config(pr), b, generator=g),
+    cfg = dag_config(pr)
+    outs = _batched(net, "dag_reachability", lambda b, g: Dg.dag_batch(cfg, b, generator=g),
                     s["n_seqs"], chunk, device, pr)
-    pred = torch.cat([o[1] for o in outs]) > 0                       # [N, n]
+    if cfg.output == "per_node":                                     # each query's answer, by the name it asks
+        node0 = Dg.dag_vocab(cfg).node
+        rows = []
+        for b, lg in outs:
+            names = (b.tokens - node0).masked_fill(~b.is_query, 0)
+            yes = (lg.argmax(-1) == 1) & b.is_query
+            rows.append(torch.zeros(b.tokens.shape[0], cfg.n_nodes).scatter_add(1, names, yes.float()) > 0)
+        pred = torch.cat(rows)
+    else:
+        pred = torch.cat([o[1] for o in outs]) > 0                   # [N, n]
     tgt = torch.cat([o[0].targets for o in outs])
     fam = torch.cat([o[0].family for o in outs])
     node = (pred == tgt).double()

@@ -88,3 +88,34 @@ def test_cli_takes_options_that_need_each_other_in_any_order(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "--protocol edge_embedding=factored" in err[0] and "one-token" in err[0]
     assert not (tmp_path / "runs").exists()
+
+
+def test_per_node_read_out_trains_and_records_its_protocol(tmp_path):
+    pr = Tr.resolve_protocol("dag_reachability", {"output": "per_node"})
+    net = Tr.build_model("dag_reachability", "deltaformer-linear", pr)
+    b = Dg.dag_batch(Tr.dag_config(pr), 3, generator=torch.Generator().manual_seed(0))
+    logits, labels = Tr.forward(net, "dag_reachability", b, pr)
+    assert logits.shape == (*b.tokens.shape, 2) and labels.dtype == torch.long
+    assert bool((labels[b.is_query] >= 0).all()) and bool((labels[~b.is_query] == Dg.IGNORE).all())
+    Tr.train("dag_reachability", "transformer-1", steps=2, batch_size=4, device="cpu", out=tmp_path, progress=False,
+             protocol={"output": "per_node"})
+    rec = json.loads((tmp_path / "dag_reachability" / "transformer-1__output-per_node_s0.json").read_text())
+    assert rec["protocol"]["output"] == "per_node" and 0 <= rec["eval"]["acc_set"] <= rec["eval"]["acc_node"] <= 1
+
+
+@pytest.mark.parametrize("flip,want", [(False, 1.0), (True, 0.0)])
+def test_per_node_evaluation_maps_each_answer_to_the_node_it_asks(monkeypatch, flip, want):
+    """An oracle answering every query right scores 1 per node and per set; one answering every
+    query wrong scores 0: the answers are put back at the names the query tokens ask about."""
+    pr = Tr.resolve_protocol("dag_reachability", {"output": "per_node"})
+    real = Tr.forward
+
+    def oracle(net, task, batch, protocol=None):
+        lab = batch.labels.clamp_min(0)
+        lab = 1 - lab if flip else lab
+        return torch.nn.functional.one_hot(lab, 2).float() * 10, batch.labels
+
+    monkeypatch.setattr(Tr, "forward", oracle)
+    res = Tr._eval_dag(None, {"n_seqs": 40}, torch.device("cpu"), 16, pr)
+    monkeypatch.setattr(Tr, "forward", real)
+    assert res["acc_node"] == want and res["acc_set"] == want
