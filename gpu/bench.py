@@ -241,6 +241,7 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
     if isinstance(fla, dict):
         table_ops.update(fla)
     result = {"provenance": provenance(info), "ops": list(table_ops), "fla": fla if isinstance(fla, str) else "ok",
+              "ceilings": CEILINGS, "rates_note": RATES_NOTE,
               "config": {"backward": backward, "chunk_sizes": list(chunk_sizes),
                          "fused": asdict(fused_config) if fused_config else "default",
                          "chunk": asdict(chunk_config) if chunk_config else "default"},
@@ -262,6 +263,7 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
                 if out:
                     _write(result, out)
         entry["ratios"] = ratios(entry["times"])
+        entry["rates"] = rates(entry["times"], shape)
     if do_drift:
         result["drift"] = []
         for op in (o for o in table_ops.values() if o.family == "bl"):
@@ -277,6 +279,46 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
         _write(result, out)
     print(table(result))
     return result
+
+
+# the H200 SXM's ceilings (NVIDIA's datasheet, dense): what the achieved rates are measured against
+CEILINGS = {"fp32_TFLOPs": 67.0, "bf16_tensor_TFLOPs": 989.0, "hbm_TBs": 4.8}
+RATES_NOTE = ("nominal work per (token, head): BL 5Dm + 4D^2 + 5D + 1 flops (the token-by-token filter's count, "
+              "claim bl.cost) and the fp32 bytes of q, k, alpha, v in and o out plus l2, r2 (4(3D + 2m) + 8); fla's "
+              "delta rules 6Dm flops (S k, the rank-1 update, S q; +Dm for GDN's decay) and bf16 q, k, v in, o out "
+              "(2(2D + 2m)) plus beta (and the gate); forward+backward counted as 3x the forward's flops and "
+              "bytes.  Rates are that work over the measured time, against CEILINGS (fp32 CUDA cores for BL, "
+              "bf16 tensor cores for fla)")
+
+
+def nominal_work(name: str, shape) -> tuple[float, float] | None:
+    """(flops, bytes) of one forward of op ``name`` on ``shape`` by the counts of :data:`RATES_NOTE`."""
+    B, T, H, D, m = shape
+    n = B * T * H
+    if name == "fused" or name.startswith("chunk_C"):
+        return n * (5 * D * m + 4 * D * D + 5 * D + 1), n * (4 * (3 * D + 2 * m) + 8)
+    if name.startswith("fla_"):
+        gdn = "gdn" in name
+        return n * (6 * D * m + (D * m if gdn else 0)), n * (2 * (2 * D + 2 * m) + 2 + (4 if gdn else 0))
+    return None
+
+
+def rates(times: dict, shape) -> dict:
+    """Achieved nominal TFLOP/s and TB/s of every timed op and mode, and their share of the ceilings."""
+    out = {}
+    for name, t in times.items():
+        work = nominal_work(name, shape)
+        if work is None:
+            continue
+        peak = CEILINGS["bf16_tensor_TFLOPs"] if name.startswith("fla_") else CEILINGS["fp32_TFLOPs"]
+        for mode, k in (("fwd", 1.0), ("fwdbwd", 3.0)):
+            ms = t.get(f"{mode}_ms")
+            if not isinstance(ms, float) or ms <= 0:
+                continue
+            tf, tb = k * work[0] / (ms * 1e-3) / 1e12, k * work[1] / (ms * 1e-3) / 1e12
+            out.setdefault(name, {})[mode] = {"TFLOPs": tf, "pct_flop_peak": 100 * tf / peak,
+                                              "TBs": tb, "pct_hbm": 100 * tb / CEILINGS["hbm_TBs"]}
+    return out
 
 
 def ratios(times: dict) -> dict:
@@ -301,6 +343,9 @@ def table(result) -> str:
     for name, e in result["shapes"].items():
         lines.append(f"| {name} | " + " | ".join(f(e["times"].get(o, {}).get(mo)) for o, mo in cols) + " |")
         tail += [f"{name}: {k} = {v:.2f}" for k, v in e.get("ratios", {}).items()]
+        tail += [f"{name}: {o} {mo}: {r['TFLOPs']:.2f} TFLOP/s ({r['pct_flop_peak']:.1f} % of peak), "
+                 f"{r['TBs']:.3f} TB/s ({r['pct_hbm']:.1f} % of HBM)"
+                 for o, per in e.get("rates", {}).items() for mo, r in per.items()]
         bad = [o for o, c in e["check"].items() if not check_ok(c)]
         if bad:
             tail.append(f"{name}: CHECK FAILED for {', '.join(bad)}")

@@ -75,3 +75,22 @@ def test_harness_on_the_cpu_interpreter(tmp_path, monkeypatch, capsys):
     assert "| tiny |" in capsys.readouterr().out
     assert bench.ratios({"chunk_C16": {"fwd_ms": 2.0}, "fla_chunk_gdn": {"fwd_ms": 0.5}}) == {
         "chunk_C16 fwd / fla_chunk_gdn fwd": 4.0}
+
+
+def test_rates_are_the_nominal_work_over_the_time():
+    """BL's count is the token-by-token filter's (5Dm + 4D^2 + 5D + 1 per token and head), fla's the
+    delta rule's 6Dm; forward+backward counts three forwards; errors and missing modes are skipped."""
+    from assocmem.gpu import bench
+
+    shape = (2, 100, 3, 8, 4)                    # 600 (token, head) pairs
+    r = bench.rates({"chunk_C16": {"fwd_ms": 1.0, "fwdbwd_ms": 2.0}, "fla_chunk_delta": {"fwdbwd_ms": 0.5},
+                     "fla_chunk_gdn": {"error": "refused"}, "other": {"fwd_ms": 1.0}}, shape)
+    assert set(r) == {"chunk_C16", "fla_chunk_delta"}
+    flops = 600 * (5 * 8 * 4 + 4 * 64 + 5 * 8 + 1)
+    assert abs(r["chunk_C16"]["fwd"]["TFLOPs"] - flops / 1e-3 / 1e12) < 1e-15
+    assert abs(r["chunk_C16"]["fwdbwd"]["TFLOPs"] - 3 * flops / 2e-3 / 1e12) < 1e-15
+    assert abs(r["chunk_C16"]["fwd"]["pct_flop_peak"] - 100 * r["chunk_C16"]["fwd"]["TFLOPs"] / 67.0) < 1e-12
+    byts = 600 * (4 * (3 * 8 + 2 * 4) + 8)
+    assert abs(r["chunk_C16"]["fwd"]["TBs"] - byts / 1e-3 / 1e12) < 1e-15
+    assert set(r["fla_chunk_delta"]) == {"fwdbwd"}
+    assert abs(r["fla_chunk_delta"]["fwdbwd"]["TFLOPs"] - 3 * 600 * 6 * 8 * 4 / 0.5e-3 / 1e12) < 1e-15
