@@ -26,6 +26,8 @@
 #                                       into $OUT/bench/gpu_bench.json, then the fp32 precision of the
 #                                       parallel-in-time op compiled (benchmarks/cpu_scan_precision.py --device
 #                                       cuda) into $OUT/bench/scan_precision_cuda.json
+#   --gpu-bench-limit-s N               wall limit of that benchmark (default 240 s; the precision run gets half):
+#                                       a slow op cannot take the call, and the JSON keeps every step done
 #   --pytest "ARGS"                     run pytest ARGS from the checkout on the GPU (e.g. the CUDA-only
 #                                       tests), its report in $OUT/bench/pytest.log
 #   --call-limit-s N                    the call's wall limit (default 560): the campaign's --budget-s is
@@ -34,7 +36,7 @@
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
 t_start=$SECONDS call_limit=560
-probe="" gpu_bench="" bench_sweep=0 skip_campaign=0 pytest_args="" rest=()
+probe="" gpu_bench="" gpu_bench_limit=240 bench_sweep=0 skip_campaign=0 pytest_args="" rest=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --probe) probe="$2"; shift 2 ;;
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
     --skip-campaign) skip_campaign=1; shift ;;
     --pytest) pytest_args="$2"; shift 2 ;;
     --gpu-bench) gpu_bench="$2"; shift 2 ;;
+    --gpu-bench-limit-s) gpu_bench_limit="$2"; shift 2 ;;
     --call-limit-s) call_limit="$2"; shift 2 ;;
     *) rest+=("$1"); shift ;;
   esac
@@ -74,9 +77,11 @@ if [ -n "$pytest_args" ]; then
 fi
 if [ -n "$gpu_bench" ]; then
   # before any training, so that nothing else runs on the GPU while it times
-  (cd /tmp && python3 -m assocmem gpu bench $gpu_bench --out "$OUT/bench/gpu_bench.json") 2>&1 \
+  (cd /tmp && timeout "$gpu_bench_limit" python3 -m assocmem gpu bench $gpu_bench --out "$OUT/bench/gpu_bench.json" \
+     || echo "gpu bench: stopped (rc $?; at the ${gpu_bench_limit} s limit if 124); the JSON has what it measured") 2>&1 \
     | tail -60 | tee "$OUT/bench/gpu_bench.log"
-  (cd /tmp && python3 "$root/benchmarks/cpu_scan_precision.py" --device cuda --out "$OUT/bench/scan_precision_cuda.json") \
+  (cd /tmp && timeout "$(( gpu_bench_limit / 2 ))" python3 "$root/benchmarks/cpu_scan_precision.py" --device cuda \
+     --out "$OUT/bench/scan_precision_cuda.json" || echo "precision: stopped (rc $?)") \
     2>&1 | tail -30 | tee -a "$OUT/bench/gpu_bench.log"
 fi
 if [ -n "$probe" ]; then

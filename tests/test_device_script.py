@@ -27,6 +27,7 @@ if [[ "$*" == *"assocmem gpu bench"* || "$*" == *"cpu_scan_precision.py"* ]]; th
   out=""; prev=""
   for a in "$@"; do [ "$prev" = "--out" ] && out="$a"; prev="$a"; done
   echo '{"bench": 1}' > "$out"
+  [ -n "$STUB_BENCH_SLEEP" ] && sleep "$STUB_BENCH_SLEEP"
 fi
 exit 0
 '''
@@ -120,3 +121,17 @@ def test_gpu_bench_runs_before_the_campaign_and_comes_back(tmp_path):
     names, _ = _packed(out)
     assert "results/bench/gpu_bench.json" in names and "results/bench/scan_precision_cuda.json" in names
     assert "results/bench/probe_steps.json" in names and not any("bench/bench" in n for n in names)
+
+
+def test_a_slow_benchmark_is_stopped_at_its_limit_and_the_campaign_still_runs(tmp_path):
+    env, out = _env(tmp_path, STUB_BENCH_SLEEP="30")
+    t0 = time.time()
+    r = subprocess.run(["bash", str(SCRIPT), "--gpu-bench", "--shapes S1", "--gpu-bench-limit-s", "2",
+                        "--plan", "device5", "--call-limit-s", "300"], cwd=_checkout(tmp_path), env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert time.time() - t0 < 25                                 # not the stub's 2 x 30 s
+    assert "gpu bench: stopped (rc 124" in r.stdout
+    assert "assocmem.gpu.tasks.campaign" in (tmp_path / "log").read_text()
+    names, _ = _packed(out)
+    assert "results/bench/gpu_bench.json" in names            # what it wrote before the limit comes back
