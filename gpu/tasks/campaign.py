@@ -202,7 +202,8 @@ def device7():
 def device8():
     """The next session's plan (after a first call of ``--pytest "gpu/test_mqar_baselines.py -k cuda"
     --probe "mqar:gdn:variant=base,pool_size=2048,gdn_backend=hybrid"``): the 8-layer root-first
-    Transformer of AM Fig. 7 again (its 4,500-step checkpoint is not committed), the per-node read-out
+    Transformer of AM Fig. 7 again (its 4,500-step checkpoint is not committed), the DeltaFormers with a
+    write query of their own (one-token factored edges and two-token edges), the per-node read-out
     ablation for the DeltaFormers and the 1-layer Transformer (the multilabel ANS token must read the
     whole set from one softmax read), then the 12-epoch MQAR pilots on Base, BL and then GDN.  The GDN
     runs take the default ``gdn_backend=auto``: switch ``auto`` to the hybrid where fla refuses its
@@ -210,6 +211,9 @@ def device8():
     protocol, which Fig. 4 does not read); without that switch, drop them (53 minutes each)."""
     dfs = [f"deltaformer-{k}" for k in ("linear", "round2", "relu", "exp", "softmax")]
     jobs = grid("dag_reachability", ["transformer-8"], [0])
+    jobs += grid("dag_reachability", dfs, [0], {"edge_tokens": "single", "edge_embedding": "factored",
+                                                "deltaformer_write": "query"})
+    jobs += grid("dag_reachability", dfs, [0], {"deltaformer_write": "query"})
     jobs += grid("dag_reachability", dfs + ["transformer-1"], [0], {"output": "per_node"})
     for model in ("bl", "gdn"):
         for lr in (3e-4, 1e-3, 3e-3):

@@ -258,10 +258,11 @@ def causal_softmax_weights(scores, strict: bool):
     return e / e.sum(-1, keepdim=True).clamp_min(1e-20)
 
 
-def kappa1_matrix(k, kind: str):
-    """Strictly lower-triangular ``A[t, i] = κ1(k_i, k_t)`` for ``i < t``; ``k [B, H, T, d]``."""
+def kappa1_matrix(k, kind: str, w=None):
+    """Strictly lower-triangular ``A[t, i] = κ1(k_i, w_t)`` for ``i < t``; ``k, w [B, H, T, d]``;
+    the write query ``w`` defaults to the key itself (``w_t = k_t``)."""
     d = k.shape[-1]
-    s = k @ k.transpose(-1, -2)
+    s = (k if w is None else w) @ k.transpose(-1, -2)
     T = s.shape[-1]
     strict = torch.ones(T, T, dtype=torch.bool, device=k.device).tril(-1)
     if kind == "linear":
@@ -279,9 +280,10 @@ def kappa1_matrix(k, kind: str):
     return a.masked_fill(~strict, 0.0)
 
 
-def deltaformer_u(v, k, beta, kind: str):
-    """Solve ``u_t = v_t − β_t Σ_{i<t} κ1(k_i, k_t) u_i`` for all t: ``[B, H, T, m]``."""
-    A = kappa1_matrix(k, kind) * beta[..., :, None]
+def deltaformer_u(v, k, beta, kind: str, w=None):
+    """Solve ``u_t = v_t − β_t Σ_{i<t} κ1(k_i, w_t) u_i`` for all t: ``[B, H, T, m]`` (AM's general
+    DeltaFormer, Eqs. 37-42; ``w = None``: the write query is the key, ``w_t = k_t``)."""
+    A = kappa1_matrix(k, kind, w) * beta[..., :, None]
     T = A.shape[-1]
     eye = torch.eye(T, dtype=A.dtype, device=A.device)
     return torch.linalg.solve_triangular(eye + A, v, upper=False, unitriangular=True)
@@ -291,7 +293,7 @@ class AttentionLayer(nn.Module):
     """Causal softmax attention (``deltaformer=None``) or a DeltaFormer layer (κ1 given)."""
 
     def __init__(self, d_model: int, n_heads: int, kappa1: Optional[str] = None, pos: str = "rope",
-                 key_norm: bool = False, beta_max: float = 1.0):
+                 key_norm: bool = False, beta_max: float = 1.0, write_query: bool = False):
         super().__init__()
         self.H, self.dh, self.kappa1, self.pos = n_heads, d_model // n_heads, kappa1, pos
         # key_norm: κ1 on unit keys.  With raw keys the u-recursion is an unstable delta rule
@@ -308,6 +310,9 @@ class AttentionLayer(nn.Module):
         self.o = nn.Linear(d_model, d_model, bias=False)
         if kappa1 is not None:
             self.beta = nn.Linear(d_model, n_heads)
+        # write_query: κ1 compares the earlier keys with a write query w_t of its own projection (AM's
+        # general form) rather than with the key k_t, so the relation it reads can be asymmetric
+        self.wq = nn.Linear(d_model, d_model, bias=False) if (kappa1 is not None and write_query) else None
 
     def forward(self, h):
         B, T, Dm = h.shape
@@ -315,7 +320,11 @@ class AttentionLayer(nn.Module):
         if self.kappa1 is not None:
             beta = self.beta_max * torch.sigmoid(self.beta(h)).transpose(1, 2)   # [B, H, T]
             kk = F.normalize(k, dim=-1) if self.key_norm else k
-            v = deltaformer_u(v, kk, beta, self.kappa1)                # κ1 on the raw (or unit) keys
+            if self.wq is None:
+                v = deltaformer_u(v, kk, beta, self.kappa1)            # κ1 on the raw (or unit) keys
+            else:
+                w = self.wq(h).reshape(B, T, self.H, self.dh).transpose(1, 2)
+                v = deltaformer_u(v, kk, beta, self.kappa1, F.normalize(w, dim=-1) if self.key_norm else w)
         if self.pos == "rope":
             q, k = rope(q), rope(k)
         w = causal_softmax_weights(q @ k.transpose(-1, -2) / math.sqrt(self.dh), strict=False)
@@ -328,7 +337,7 @@ class SequenceModel(nn.Module):
 
     def __init__(self, vocab: int, n_classes: int, *, n_layers: int, d_model: int = 128, n_heads: int = 4,
                  kappa1: Optional[str] = None, pos: str = "rope", key_norm: bool = False, beta_max: float = 1.0,
-                 factored_edges: int = 0):
+                 factored_edges: int = 0, write_query: bool = False):
         super().__init__()
         self.emb = nn.Embedding(vocab, d_model)
         # factored_edges = n: ids below n² are one-token edges EDGE(u, v) = u·n + v, embedded as
@@ -339,7 +348,7 @@ class SequenceModel(nn.Module):
                 raise ValueError(f"factored_edges: {self.n_fact}² edge ids exceed the vocabulary of {vocab}")
             self.emb_from = nn.Embedding(self.n_fact, d_model)
             self.emb_to = nn.Embedding(self.n_fact, d_model)
-        self.layers = nn.ModuleList(AttentionLayer(d_model, n_heads, kappa1, pos, key_norm, beta_max)
+        self.layers = nn.ModuleList(AttentionLayer(d_model, n_heads, kappa1, pos, key_norm, beta_max, write_query)
                                     for _ in range(n_layers))
         self.n1 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
         self.n2 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))

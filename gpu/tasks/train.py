@@ -221,6 +221,11 @@ PROTOCOL = {
                            "one-token edges only: one embedding row per edge id EDGE(u, v), or E_from[u] + "
                            "E_to[v] (both endpoints in one token from 2n rows; ours, to test whether the "
                            "two-token edges keep a 1-layer DeltaFormer from seeing an edge in one token)"),
+        "deltaformer_write": ("key", _choice("key", "query"),
+                              "what kappa1 compares the earlier keys with: the key itself (w_t = k_t, as in the "
+                              "swap theorem) or a write query w_t of its own projection (AM's general DeltaFormer; "
+                              "reachability's parent/child relation is asymmetric, which kappa1(k_i, k_t) on "
+                              "one key cannot express)"),
         "deltaformer_keys": ("unit", _choice("unit", "raw"),
                              "the DeltaFormers' kappa1 keys: unit keys with beta in (0, 2), as the swap "
                              "curriculum's (ours), or raw keys with beta in (0, 1) (with two-token edges, 64 "
@@ -257,6 +262,9 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
     if task == "dag_reachability" and out["deltaformer_keys"] != "unit" and model is not None \
             and not model.startswith("deltaformer-"):
         raise ValueError(f"protocol deltaformer_keys: applies to the DeltaFormers, not {model!r}")
+    if task == "dag_reachability" and out["deltaformer_write"] != "key" and model is not None \
+            and not model.startswith("deltaformer-"):
+        raise ValueError(f"protocol deltaformer_write: applies to the DeltaFormers, not {model!r}")
     if task == "dag_reachability" and out["edge_embedding"] != "table" and out["edge_tokens"] != "single":
         raise ValueError("protocol edge_embedding: applies to one-token edges (edge_tokens=single)")
     if task == "dag_reachability" and not out["queries_write"]:
@@ -347,7 +355,8 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
             unit = pr.get("deltaformer_keys", "raw") == "unit"
             return Mo.SequenceModel(Dg.dag_vocab(cfg).size, n_out, n_layers=1, d_model=pr["d_model"],
                                     kappa1=model.split("-", 1)[1], key_norm=unit,
-                                    beta_max=CURRICULUM_BETA_MAX if unit else 1.0, factored_edges=fact)
+                                    beta_max=CURRICULUM_BETA_MAX if unit else 1.0, factored_edges=fact,
+                                    write_query=pr.get("deltaformer_write", "key") == "query")
         return Mo.SequenceModel(Dg.dag_vocab(cfg).size, n_out, n_layers=int(model.split("-")[1]),
                                 d_model=pr["d_model"], factored_edges=fact)
     if model.startswith("stress-"):

@@ -119,3 +119,38 @@ def test_per_node_evaluation_maps_each_answer_to_the_node_it_asks(monkeypatch, f
     res = Tr._eval_dag(None, {"n_seqs": 40}, torch.device("cpu"), 16, pr)
     monkeypatch.setattr(Tr, "forward", real)
     assert res["acc_node"] == want and res["acc_set"] == want
+
+
+def test_write_query_solves_the_general_deltaformer_recursion():
+    """u_t = v_t − β_t Σ_{i<t} κ1(k_i, w_t) u_i, solved token by token here, against the triangular
+    solve; with w = k it is the key-only form."""
+    from assocmem.gpu.tasks import models as Mo
+
+    g = torch.Generator().manual_seed(3)
+    k, w = torch.randn(1, 2, 7, 4, generator=g, dtype=torch.float64), torch.randn(1, 2, 7, 4, generator=g,
+                                                                                 dtype=torch.float64)
+    v = torch.randn(1, 2, 7, 3, generator=g, dtype=torch.float64)
+    beta = torch.rand(1, 2, 7, generator=g, dtype=torch.float64)
+    for kind in ("linear", "relu"):
+        got = Mo.deltaformer_u(v, k, beta, kind, w)
+        u = torch.zeros_like(v)
+        for t in range(7):
+            s = (k[..., :t, :] * w[..., t:t + 1, :]).sum(-1)                 # κ1 argument k_i · w_t
+            a = s if kind == "linear" else s.clamp_min(0)
+            u[..., t, :] = v[..., t, :] - beta[..., t, None] * (a[..., None] * u[..., :t, :]).sum(-2)
+        assert torch.allclose(got, u, atol=1e-12)
+        assert torch.equal(Mo.deltaformer_u(v, k, beta, kind, k), Mo.deltaformer_u(v, k, beta, kind))
+
+
+def test_write_query_is_a_deltaformer_option_and_trains(tmp_path):
+    pr = Tr.resolve_protocol("dag_reachability", {"deltaformer_write": "query"}, "deltaformer-round2")
+    net = Tr.build_model("dag_reachability", "deltaformer-round2", pr)
+    assert net.layers[0].wq is not None
+    assert Tr.build_model("dag_reachability", "deltaformer-round2").layers[0].wq is None
+    with pytest.raises(ValueError, match="protocol deltaformer_write: applies to the DeltaFormers"):
+        Tr.resolve_protocol("dag_reachability", {"deltaformer_write": "query"}, "transformer-1")
+    Tr.train("dag_reachability", "deltaformer-linear", steps=2, batch_size=4, device="cpu", out=tmp_path,
+             progress=False, protocol={"deltaformer_write": "query"})
+    rec = json.loads((tmp_path / "dag_reachability" / "deltaformer-linear__deltaformer_write-query_s0.json")
+                     .read_text())
+    assert rec["protocol"]["deltaformer_write"] == "query"
