@@ -547,9 +547,11 @@ DAG_TAG_LABELS = {"": "default: two-token edges, unit keys, root first",
                   "edge_tokens-single__deltaformer_keys-raw": "one-token edges, raw keys",
                   "root_position-last": "root last",
                   "edge_tokens-single__edge_embedding-factored": "one-token edges, E_from[u] + E_to[v]",
-                  "edge_tokens-single__edge_embedding-factored__lr-0.001": "the same, lr 1e-3",
+                  "edge_tokens-single__edge_embedding-factored__lr-0.001": "E_from[u] + E_to[v] edges, lr 1e-3",
                   "edge_tokens-single__edge_embedding-factored__deltaformer_write-query":
-                      "the same, a write query of its own"}
+                      "E_from[u] + E_to[v] edges, write query w_t",
+                  "edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query":
+                      "E_from[u] + E_to[v] edges, write query, per-node read-out"}
 
 
 def plot_dag(results_dir, out_dir) -> list[Path]:
