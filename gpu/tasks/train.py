@@ -427,7 +427,7 @@ def forward(net, task: str, batch, protocol: Optional[dict] = None):
         qw = False if protocol is None else protocol["queries_write"]
         return net(batch.x, batch.keys, None if qw else ~batch.is_query), batch.labels
     if task == "dag_reachability":
-        if batch.labels.ne(Dt.IGNORE).any():
+        if (protocol or {}).get("output") == "per_node":
             # per-node read-out: two logits at each NODE(x) query token against its 0/1 label
             return net(batch.tokens), batch.labels
         # multilabel read-out: the n logits at the ANS token against the reachable set
