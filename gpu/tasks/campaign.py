@@ -225,6 +225,28 @@ def device8():
     return jobs
 
 
+def device9():
+    """The fourth device session of 1 December (docs/tasks.md).  MQAR first: BL and GDN on Update and
+    Block, 40 epochs at the default lr (Fig. 4b/c carry three of the notes' four readings; a 12-run
+    BL Base run made 2.3 steps/s at 12 per H200, so concurrency buys little on MQAR and the grid of
+    three learning rates does not fit one session: the other two rates come next).  GDN runs under
+    the default ``gdn_backend=auto``, which takes the hybrid after its self-check.  Then AM Fig. 7:
+    the 8-layer root-first Transformer (resumed), the three DAG changes together for the other four
+    κ1 (linear learned with them on a CPU), and for linear each pair with the per-node read-out and
+    the per-node read-out alone, to isolate which change is needed."""
+    jobs = []
+    for variant in ("update", "block"):
+        jobs += grid("mqar", ["bl", "gdn"], [0], {"variant": variant})
+    fact = {"edge_tokens": "single", "edge_embedding": "factored"}
+    jobs += grid("dag_reachability", ["transformer-8"], [0])
+    jobs += grid("dag_reachability", [f"deltaformer-{k}" for k in ("round2", "relu", "exp", "softmax")], [0],
+                 {**fact, "deltaformer_write": "query", "output": "per_node"})
+    jobs += grid("dag_reachability", ["deltaformer-linear"], [0], {**fact, "output": "per_node"})
+    jobs += grid("dag_reachability", ["deltaformer-linear"], [0], {"deltaformer_write": "query", "output": "per_node"})
+    jobs += grid("dag_reachability", ["deltaformer-linear"], [0], {"output": "per_node"})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -244,7 +266,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9}
 
 
 def cost(job) -> float:

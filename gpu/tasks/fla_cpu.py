@@ -226,12 +226,15 @@ def fla_refuses_gated_backward() -> bool:
     return bool(IS_NVIDIA_HOPPER and TRITON_ABOVE_3_4_0 and not TRITON_ABOVE_3_7_1)
 
 
-def gdn_backend(requested: str = "auto") -> str:
+def gdn_backend(requested: str = "auto", device=None) -> str:
     """The GDN core on a GPU: ``"triton"`` (fla's kernels), ``"torch"`` (fla's chunked torch
     reference under autograd, with the torch stand-ins of :func:`torch_ops`) or ``"hybrid"`` (fla's
-    kernels with the refused one replaced, :mod:`.fla_hybrid`; not yet run on the H200, so ``auto``
-    does not pick it).  ``"auto"`` takes
-    Triton unless fla refuses its backward here (:func:`fla_refuses_gated_backward`); an explicit
+    kernels with the refused one replaced, :mod:`.fla_hybrid`).
+
+    ``"auto"`` takes Triton unless fla refuses its backward here (:func:`fla_refuses_gated_backward`);
+    where it refuses, ``auto`` takes the hybrid once :func:`.fla_hybrid.self_check` has passed on
+    ``device`` (one check per process and GPU, against fla's float64 token-by-token reference), and
+    fla's torch reference if that check fails (or without a ``device`` to check on).  An explicit
     ``"triton"`` there is refused with the reason rather than failing mid-run."""
     if requested not in ("auto", "triton", "torch", "hybrid"):
         raise ValueError(f"gdn_backend must be auto, triton, torch or hybrid (got {requested!r})")
@@ -243,5 +246,8 @@ def gdn_backend(requested: str = "auto") -> str:
         if requested == "triton":
             raise ValueError("protocol gdn_backend: fla refuses its gated backward on Hopper with Triton >= 3.4 "
                              "and < 3.7.1 (wrong results, fla #640); use auto or torch, or Triton >= 3.7.1")
+        if device is not None and torch.device(device).type == "cuda":
+            from .fla_hybrid import self_check
+            return "hybrid" if self_check(device)["passed"] else "torch"
         return "torch"
     return "triton"

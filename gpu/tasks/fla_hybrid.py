@@ -115,3 +115,46 @@ def install() -> None:
             _ORIGINAL["chunk_bwd_dqkwg"] = mod.chunk_bwd_dqkwg
             mod.chunk_bwd_dqkwg = _hybrid
 
+
+
+_CHECKED = {}
+
+
+def self_check(device, T: int = 150, tol: float = 2e-3) -> dict:
+    """One check per process and GPU, before ``gdn_backend="auto"`` trusts the hybrid there: fla's
+    ``chunk_gated_delta_rule`` with :func:`install`'s replacement, output and the gradients of
+    ``q, k, v, g, β``, against fla's token-by-token reference ``naive_recurrent_gated_delta_rule`` in
+    float64 on the same device (fp32 inputs, ``T = 150``: two full chunks and a partial one).
+    Returns ``{"passed", "max_rel_err", "tol", "T"}`` (errors relative to each tensor's max)."""
+    dev = torch.device(device)
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    key = (dev.type, dev.index)
+    if key in _CHECKED:
+        return _CHECKED[key]
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    from fla.ops.gated_delta_rule.naive import naive_recurrent_gated_delta_rule
+
+    install()
+    gen = torch.Generator().manual_seed(0)
+    B, H, K, Vd = 2, 2, 32, 32
+    q, k = (torch.nn.functional.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1) for _ in range(2))
+    v = torch.randn(B, T, H, Vd, generator=gen)
+    g = -torch.rand(B, T, H, generator=gen) * 0.2                # log decays in (-0.2, 0]
+    beta = torch.rand(B, T, H, generator=gen)
+    do = torch.randn(B, T, H, Vd, generator=gen)
+    ins = [x.to(dev) for x in (q, k, v, g, beta)]
+
+    def run(fn, dtype):                          # safe inside an eval's no_grad or a training autocast
+        with torch.enable_grad(), torch.autocast(dev.type, enabled=False):
+            xs = [x.to(dtype).requires_grad_(True) for x in ins]
+            o = fn(*xs)
+            grads = torch.autograd.grad((o * do.to(dev, dtype)).sum(), xs)
+        return [o.detach().double(), *(x.double() for x in grads)]
+
+    got = run(lambda q, k, v, g, b: chunk_gated_delta_rule(q, k, v, g, b)[0], torch.float32)
+    ref = run(lambda q, k, v, g, b: naive_recurrent_gated_delta_rule(q, k, v, b, g)[0], torch.float64)
+    errs = [float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)) for a, b in zip(got, ref)]
+    out = {"passed": bool(all(e <= tol for e in errs)), "max_rel_err": max(errs), "tol": tol, "T": T}
+    _CHECKED[key] = out
+    return out

@@ -263,7 +263,7 @@ class _FLAMixer(nn.Module):
         if h.device.type == "cpu":
             with torch_ops(self.layer):
                 return self.layer(h)[0]
-        backend = self._gpu_backend()
+        backend = self._gpu_backend(h.device)
         if backend == "torch":
             with torch_ops(self.layer, recurrence="chunk"):
                 return self.layer(h)[0]
@@ -272,7 +272,7 @@ class _FLAMixer(nn.Module):
             install()                                # fla's Triton GDN, its refused backward kernel in torch
         return self.layer(h)[0]
 
-    def _gpu_backend(self) -> str:
+    def _gpu_backend(self, device=None) -> str:
         return "triton"
 
     def _core(self) -> str:
@@ -335,18 +335,24 @@ class GDNMixer(_FLAMixer):
         L = self.layer
         return sum(c.state_size for c in (L.q_conv1d, L.k_conv1d, L.v_conv1d)) if L.use_short_conv else 0
 
-    def _gpu_backend(self) -> str:
+    def _gpu_backend(self, device=None) -> str:
         from .fla_cpu import gdn_backend
-        return gdn_backend(self.backend)
+        return gdn_backend(self.backend, device)
 
     def _core(self) -> str:
-        if next(self.parameters()).device.type == "cuda":
-            if self._gpu_backend() == "torch":
+        dev = next(self.parameters()).device
+        if dev.type == "cuda":
+            backend = self._gpu_backend(dev)
+            if backend == "torch":
                 return ("torch on GPU (fla naive_chunk_gated_delta_rule under autograd; fla's Triton backward "
                         "is refused on this GPU/Triton, fla #640)")
-            if self._gpu_backend() == "hybrid":
+            if backend == "hybrid":
+                from .fla_hybrid import _CHECKED
+                chk = _CHECKED.get((dev.type, dev.index))
+                note = (f"; self-check against fla's float64 reference: max relative error "
+                        f"{chk['max_rel_err']:.2e} (tol {chk['tol']:g})" if chk else "")
                 return ("fla Triton (chunk_gated_delta_rule) with its refused chunk_bwd_dqkwg in torch "
-                        "(assocmem.gpu.tasks.fla_hybrid)")
+                        f"(assocmem.gpu.tasks.fla_hybrid){note}")
             return "fla Triton (chunk_gated_delta_rule)"
         return "torch on CPU (fla naive_recurrent_gated_delta_rule; assocmem.gpu.tasks.fla_cpu)"
 

@@ -7,6 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from assocmem.gpu.tasks.fla_hybrid import chunk_bwd_dqkwg_torch  # noqa: E402
+from assocmem.gpu.tasks import fla_hybrid as H  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -63,3 +64,41 @@ def test_refuses_what_it_does_not_cover():
     x = torch.zeros(1, 16, 1, 4)
     with pytest.raises(NotImplementedError):
         chunk_bwd_dqkwg_torch(x, x, x, x, torch.zeros(1, 1, 1, 4, 4), torch.zeros(1, 1, 1, 4, 4), g=None)
+
+
+# ---------------------------------------------------------------------------
+# the self-check gdn_backend="auto" runs before it trusts the hybrid on a GPU
+# ---------------------------------------------------------------------------
+def _naive_chunk(scale_dq=1.0):
+    from fla.ops.gated_delta_rule.naive import naive_chunk_gated_delta_rule
+
+    def op(q, k, v, g, beta):                    # fla's chunked torch reference, optionally broken in q
+        return naive_chunk_gated_delta_rule(q * scale_dq, k, v, g, beta)
+    return op
+
+
+@pytest.mark.parametrize("scale, passed", ((1.0, True), (1.01, False)))
+def test_self_check_passes_a_correct_core_and_fails_a_slightly_wrong_one(monkeypatch, scale, passed):
+    """On a CPU the check's comparison is exercised with fla's chunked torch reference standing in
+    for the Triton op: it passes as it is and fails with q off by 1 %."""
+    import fla.ops.gated_delta_rule as gdr
+
+    monkeypatch.setattr(gdr, "chunk_gated_delta_rule", _naive_chunk(scale))
+    monkeypatch.setattr(H, "_CHECKED", {})
+    res = H.self_check("cpu")
+    assert res["passed"] is passed, res
+    assert (res["max_rel_err"] <= res["tol"]) is passed
+    assert H.self_check("cpu") is res              # once per process and device
+
+
+def test_auto_takes_the_hybrid_only_where_refused_and_only_after_its_check(monkeypatch):
+    from assocmem.gpu.tasks import fla_cpu
+
+    monkeypatch.setattr(fla_cpu, "fla_refuses_gated_backward", lambda: True)
+    for ok, want in ((True, "hybrid"), (False, "torch")):
+        monkeypatch.setattr(H, "self_check", lambda device, ok=ok: {"passed": ok})
+        assert fla_cpu.gdn_backend("auto", "cuda") == want
+    assert fla_cpu.gdn_backend("auto") == "torch"          # nothing to check on: the reference
+    assert fla_cpu.gdn_backend("auto", "cpu") == "torch"
+    monkeypatch.setattr(fla_cpu, "fla_refuses_gated_backward", lambda: False)
+    assert fla_cpu.gdn_backend("auto", "cuda") == "triton"

@@ -443,3 +443,13 @@ def test_cuda_hybrid_core_matches_the_reference_forward_and_backward(name, T):
     for (pname, _), a, b in zip(mx.named_parameters(), g, g_ref):
         assert torch.isfinite(a).all(), pname
         _close(a.cpu(), b, 5e-3)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: fla's Triton kernels")
+def test_cuda_hybrid_self_check_passes_and_auto_takes_it_where_fla_refuses():
+    from assocmem.gpu.tasks import fla_hybrid
+
+    res = fla_hybrid.self_check("cuda")
+    assert res["passed"], res
+    if fla_cpu.fla_refuses_gated_backward():
+        assert fla_cpu.gdn_backend("auto", "cuda") == "hybrid"
