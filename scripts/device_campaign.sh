@@ -30,19 +30,24 @@
 #                                       a slow op cannot take the call, and the JSON keeps every step done
 #   --pytest "ARGS"                     run pytest ARGS from the checkout on the GPU (e.g. the CUDA-only
 #                                       tests), its report in $OUT/bench/pytest.log
+#   --bg "CMD"                          a command (e.g. a CUDA test or diagnostic) started from /tmp in the
+#                                       background when the campaign starts, its output in $OUT/bench/bg.log,
+#                                       waited for (at most --bg-limit-s, default 300 s) before packing
 #   --call-limit-s N                    the call's wall limit (default 560): the campaign's --budget-s is
 #                                       cut to what is left after the steps above
 #   --skip-campaign                     stop after those
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
 t_start=$SECONDS call_limit=560
-probe="" gpu_bench="" gpu_bench_limit=240 bench_sweep=0 skip_campaign=0 pytest_args="" rest=()
+probe="" gpu_bench="" gpu_bench_limit=240 bench_sweep=0 skip_campaign=0 pytest_args="" bg="" bg_limit=300 rest=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --probe) probe="$2"; shift 2 ;;
     --bench-sweep) bench_sweep=1; shift ;;
     --skip-campaign) skip_campaign=1; shift ;;
     --pytest) pytest_args="$2"; shift 2 ;;
+    --bg) bg="$2"; shift 2 ;;
+    --bg-limit-s) bg_limit="$2"; shift 2 ;;
     --gpu-bench) gpu_bench="$2"; shift 2 ;;
     --gpu-bench-limit-s) gpu_bench_limit="$2"; shift 2 ;;
     --call-limit-s) call_limit="$2"; shift 2 ;;
@@ -125,16 +130,31 @@ pack() {
   [ -d bench ] && mkdir -p results/bench && cp -r bench/. results/bench/ && rm -rf bench
   tar czf results.tgz --exclude='*.ckpt.pt' results
   if [ -s /tmp/ckpts.txt ]; then
-    tar czf - -T /tmp/ckpts.txt | split -b 15M - ckpts.tgz.part-
-    n=$(ls ckpts.tgz.part-* | wc -l)
-    [ "$n" -gt 6 ] && { echo "checkpoints: $n pieces, more than a call returns; the unfinished runs restart"; rm -f ckpts.tgz.part-*; }
+    # at most 6 pieces of 15 MB come back: the smallest checkpoints first (many short runs resume
+    # rather than one large one), the ones that do not fit named, and those runs restart
+    : > /tmp/ckpts_kept.txt; total=0
+    while read -r sz ck; do
+      if [ $(( total + sz )) -le $(( 88 * 1024 * 1024 )) ]; then echo "$ck" >> /tmp/ckpts_kept.txt; total=$(( total + sz ))
+      else echo "checkpoint left behind (over what a call returns; the run restarts): $ck"; fi
+    done < <(while read -r ck; do echo "$(stat -c %s "$ck") $ck"; done < /tmp/ckpts.txt | sort -n)
+    if [ -s /tmp/ckpts_kept.txt ]; then
+      tar czf - -T /tmp/ckpts_kept.txt | split -b 15M - ckpts.tgz.part-
+      n=$(ls ckpts.tgz.part-* | wc -l)
+      [ "$n" -gt 6 ] && { echo "checkpoints: $n pieces, more than a call returns; the unfinished runs restart"; rm -f ckpts.tgz.part-*; }
+    fi
   fi
   rm -rf results
   ls -la "$OUT"
 }
 trap 'echo "terminated: packing what there is"; pack; exit 124' TERM INT
+bg_pid=""
+if [ -n "$bg" ]; then
+  (cd /tmp && ROOT="$root" timeout "$bg_limit" bash -c "$bg") > "$OUT/bench/bg.log" 2>&1 &
+  bg_pid=$!
+fi
 cd /tmp && python3 -m assocmem.gpu.tasks.campaign --out "$OUT/results" "${args[@]}" 2>&1 | tee "$OUT/results/campaign.log"
 rc=${PIPESTATUS[0]}
+[ -n "$bg_pid" ] && { wait "$bg_pid"; echo "background command: rc $?"; tail -20 "$OUT/bench/bg.log"; }
 trap - TERM INT
 pack
 exit "$rc"

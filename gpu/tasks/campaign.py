@@ -247,6 +247,15 @@ def device9():
     return jobs
 
 
+def device10():
+    """Calls 2 and 3 of that session: device9 less what call 1 showed cannot run here now.  GDN is
+    out (auto fell back to fla's torch reference: the hybrid's self-check failed on the H200, so a
+    40-epoch run would take hours); BL's two 40-epoch runs (30 MB checkpoints each: two fit in what a
+    call returns) run beside the DAG isolation runs, which call 1 stopped at 4,000 steps and could
+    not return (nine checkpoint pieces; the device script now returns the smallest first)."""
+    return [j for j in device9() if not (j[0] == "mqar" and j[1] == "gdn") and j[1] != "transformer-8"]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -266,7 +275,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10}
 
 
 def cost(job) -> float:

@@ -36,10 +36,11 @@ _ORIGINAL = {}
 def chunk_bwd_dqkwg_torch(q, k, v, do, h, dh, w=None, g=None, g_gamma=None, dv=None, scale=None,
                           state_v_first=False, cu_seqlens=None, chunk_size=64, chunk_indices=None):
     """fla 0.6.0's ``chunk_bwd_dqkwg`` for a gated, fixed-length batch (``g`` given, no
-    ``cu_seqlens``, no ``g_gamma``, ``state_v_first=False``): returns ``dq, dk, dw, dg`` with the
-    kernel's shapes and dtypes (``dg`` float32, before fla's reverse cumulative sum)."""
-    if g is None or g_gamma is not None or cu_seqlens is not None or state_v_first:
-        raise NotImplementedError("chunk_bwd_dqkwg_torch: gated, fixed-length, state [K, V] only")
+    ``cu_seqlens``, no ``g_gamma``): returns ``dq, dk, dw, dg`` with the kernel's shapes and dtypes
+    (``dg`` float32, before fla's reverse cumulative sum).  The states ``h, dh`` are ``[K, V]`` per
+    chunk and head, or ``[V, K]`` with ``state_v_first`` (what fla's ``GatedDeltaNet`` layer asks for)."""
+    if g is None or g_gamma is not None or cu_seqlens is not None:
+        raise NotImplementedError("chunk_bwd_dqkwg_torch: gated, fixed-length batches only")
     B, T, H, K = k.shape
     HV, Vd = v.shape[2], v.shape[-1]
     BT = int(chunk_size)
@@ -59,8 +60,12 @@ def chunk_bwd_dqkwg_torch(q, k, v, do, h, dh, w=None, g=None, g_gamma=None, dv=N
     qh, kh = (x.repeat_interleave(rep, dim=2) if rep > 1 else x for x in (q, k))
     qc, kc, vc, doc = chunks(qh), chunks(kh), chunks(v), chunks(do)
     gc = chunks(g[..., None], fill_last=True)[..., 0]          # [B, NT, HV, BT]; padding repeats g[T-1]
-    hc = h.to(f32).reshape(B, NT, HV, K, Vd)
-    dhc = dh.to(f32).reshape(B, NT, HV, K, Vd)
+    if state_v_first:                                           # [.., V, K] per chunk: to [.., K, V]
+        hc = h.to(f32).reshape(B, NT, HV, Vd, K).transpose(-1, -2)
+        dhc = dh.to(f32).reshape(B, NT, HV, Vd, K).transpose(-1, -2)
+    else:
+        hc = h.to(f32).reshape(B, NT, HV, K, Vd)
+        dhc = dh.to(f32).reshape(B, NT, HV, K, Vd)
     valid = torch.ones(NT * BT, dtype=torch.bool, device=k.device)
     if pad:
         valid[T:] = False
@@ -155,6 +160,7 @@ def self_check(device, T: int = 150, tol: float = 2e-3) -> dict:
     got = run(lambda q, k, v, g, b: chunk_gated_delta_rule(q, k, v, g, b)[0], torch.float32)
     ref = run(lambda q, k, v, g, b: naive_recurrent_gated_delta_rule(q, k, v, b, g)[0], torch.float64)
     errs = [float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)) for a, b in zip(got, ref)]
-    out = {"passed": bool(all(e <= tol for e in errs)), "max_rel_err": max(errs), "tol": tol, "T": T}
+    out = {"passed": bool(all(e <= tol for e in errs)), "max_rel_err": max(errs), "tol": tol, "T": T,
+           "errors": dict(zip(("o", "dq", "dk", "dv", "dg", "dbeta"), errs))}
     _CHECKED[key] = out
     return out
