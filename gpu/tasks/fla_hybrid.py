@@ -98,7 +98,11 @@ def chunk_bwd_dqkwg_torch(q, k, v, do, h, dh, w=None, g=None, g_gamma=None, dv=N
     if w is not None:
         dw = tokens(-(chunks(dv) @ hc.transpose(-1, -2))).to(w.dtype)
     dg = tokens(dg[..., None])[..., 0]
-    return dq.to(q.dtype), dk.to(k.dtype), dw, dg.to(f32)
+    # contiguous: fla's next Triton kernels (prepare_wy_repr_bwd takes dw, chunk_local_cumsum dg) index
+    # the memory as [B, T, ...] and read a sliced view wrongly (measured on the H200: dk, dg, dbeta off
+    # by 10-20 % with T not a multiple of the chunk, while dq was right)
+    dw = None if dw is None else dw.contiguous()
+    return dq.to(q.dtype).contiguous(), dk.to(k.dtype).contiguous(), dw, dg.to(f32).contiguous()
 
 
 def _hybrid(*args, **kw):

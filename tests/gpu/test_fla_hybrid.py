@@ -58,6 +58,26 @@ def test_dqkwg_equals_autograd_of_the_chunk_forward(T, BT, H, HV):
         err = float((a.double() - b).norm() / b.norm())
         assert err < 1e-5, (name, err)
     assert got[3].dtype == torch.float32 and got[0].dtype == q.dtype
+    # fla's Triton kernels that read dw and dg next assume [B, T, ...] memory: a sliced view (a
+    # partial last chunk) was read wrongly on the H200
+    assert all(x.is_contiguous() for x in got), [x.is_contiguous() for x in got]
+
+
+@pytest.mark.parametrize("T", (40, 48))
+def test_state_v_first_takes_the_transposed_states(T):
+    """fla's GatedDeltaNet layer keeps its states [V, K] (state_v_first): the same answer as [K, V]."""
+    g = torch.Generator().manual_seed(T)
+    B, H, K, V, BT = 2, 2, 8, 6, 16
+    NT = -(-T // BT)
+    rn = lambda *s: torch.randn(*s, generator=g)                # noqa: E731
+    q, k, v, do, dv, w = rn(B, T, H, K), rn(B, T, H, K), rn(B, T, H, V), rn(B, T, H, V), rn(B, T, H, V), rn(B, T, H, K)
+    h, dh = rn(B, NT, H, K, V), rn(B, NT, H, K, V)
+    gl = torch.cat([(-torch.rand(B, T, H, generator=g) * 0.3)[:, c * BT:(c + 1) * BT].cumsum(1) for c in range(NT)], 1)
+    a = chunk_bwd_dqkwg_torch(q, k, v, do, h, dh, w=w, g=gl, dv=dv, chunk_size=BT)
+    b = chunk_bwd_dqkwg_torch(q, k, v, do, h.transpose(-1, -2).contiguous(), dh.transpose(-1, -2).contiguous(),
+                              w=w, g=gl, dv=dv, chunk_size=BT, state_v_first=True)
+    for x, y in zip(a, b):
+        torch.testing.assert_close(x, y)
 
 
 def test_refuses_what_it_does_not_cover():
