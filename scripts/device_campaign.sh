@@ -73,6 +73,9 @@ fi
 if ls .resume/ckpts.tgz.part-* >/dev/null 2>&1; then
   cat .resume/ckpts.tgz.part-* | tar xzf - -C "$OUT" && echo "checkpoints from .resume/ckpts.tgz.part-*"
 fi
+if [ -f .resume/ckpts.tar.xz ]; then     # the same, recompressed here when the pieces would not fit what a call carries
+  tar xJf .resume/ckpts.tar.xz -C "$OUT" && echo "checkpoints from .resume/ckpts.tar.xz"
+fi
 nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
 mkdir -p "$OUT/bench"
 if [ -n "$pytest_args" ]; then
