@@ -808,6 +808,18 @@ def check_memory(task: str, model: str, batch_size: Optional[int], length: Optio
 CPU_SECONDS_PER_TOKEN, CPU_SECONDS_PER_STEP = 2e-5, 0.02
 
 
+def default_steps(task: str, model: str, protocol: Optional[dict] = None, batch_size: Optional[int] = None) -> int:
+    """The run's length without ``--steps``: the task's (the curriculum's for those models); MQAR's is
+    its epochs over the pool, ``epochs x pool / batch``."""
+    td = task_def(task)
+    if is_curriculum_model(model):
+        return CURRICULUM_STEPS
+    if task == "mqar":
+        pr = resolve_protocol(task, protocol, model)
+        return max(1, pr["epochs"] * mqar_pool_size(pr) // (batch_size or td.batch_size))
+    return td.steps
+
+
 def check_time(task: str, model: str, steps: Optional[int], batch_size: Optional[int], length: Optional[int],
                device: str) -> None:
     """On a CPU, refuse a run estimated past the time limit (``ASSOCMEM_MAX_SECONDS``); GPU runs are not limited."""
@@ -854,7 +866,7 @@ def preflight(task: str, model: str, *, seed: int = 0, steps: Optional[int] = No
                                     f"(or choose another --out or --seed)")
     if resume:
         ck = load_checkpoint(Path(out) / task / f"{name}.ckpt.pt")
-        total = steps if steps is not None else (CURRICULUM_STEPS if is_curriculum_model(model) else td.steps)
+        total = steps if steps is not None else default_steps(task, model, protocol, batch_size)
         if int(ck["step"]) > total:
             raise V.ParamError("steps", f"steps {total} is below the checkpoint's step {int(ck['step'])} "
                                         f"(give --steps >= {int(ck['step'])})")
@@ -885,9 +897,7 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
         raise ValueError(f"curriculum: only the curriculum-*/direct-* swap models take a schedule (got {model!r})")
     sched = (curriculum if curriculum is not None else Cu.schedule_for(model)) if is_cur else None
     if steps is None:
-        steps = CURRICULUM_STEPS if is_cur else td.steps
-        if task == "mqar":
-            steps = max(1, pr["epochs"] * mqar_pool_size(pr) // (batch_size or td.batch_size))
+        steps = default_steps(task, model, pr, batch_size)
     steps = V.count("steps", steps, 1)
     if batch_size is None:
         # the stress test's sequences are 3n long (n up to 512): a smaller default batch
