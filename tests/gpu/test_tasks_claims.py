@@ -286,9 +286,11 @@ def test_dag_generator_check_can_fail(monkeypatch):
     assert any("graph search" in it["name"] and not it["passed"] for it in r.items)
 
 
-def test_mqar_check_replays_the_generator_and_can_fail(monkeypatch):
+def test_mqar_check_replays_the_generator_and_can_fail(monkeypatch, tmp_path):
+    from assocmem.claims import tasks
     from assocmem.gpu.tasks import mqar as Mq
 
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)           # no runs: the readings are pending
     r = _claim("task.mqar").run()
     assert r.status == "pending" and "Fig. 4 readings are pending" in r.detail
     assert sum(it["passed"] for it in r.items if it["layer"] == "numpy") == 4
@@ -353,6 +355,26 @@ def test_mqar_readings_are_judged_once_runs_exist(tmp_path, monkeypatch):
     r = _claim("task.mqar").run()
     assert "4/4 published trends reproduced" in r.detail, r.detail
     assert r.computed["learning_rate_chosen"]["bl block"] == 0.003
+
+
+def test_mqar_summary_shows_what_is_measured_and_which_learning_rates_ran(tmp_path, monkeypatch):
+    """One BL Block run at the default rate: every reading stays pending (GDN missing), but the line a
+    user reads gives BL's accuracy at 16 pairs and says that one rate of the grid ran."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    _mqar(tmp_path, "block", {"bl": 0.02}, "n_pairs")
+    r = _claim("task.mqar").run()
+    assert r.status == "pending", r.detail
+    assert "measured so far (test, seed 0): bl at 16 pairs 0.02" in r.detail, r.detail
+    assert "learning rates run: bl block 0.001 of 0.0003, 0.001, 0.003" in r.detail, r.detail
+    assert r.computed["lrs_run"] == {"bl block": [0.001]}
+    # the other two rates: the grid is complete and the note goes
+    for lr in (3e-4, 3e-3):
+        _mqar(tmp_path, "block", {"bl": 0.03}, "n_pairs", protocol={"lr": lr}, tag=f"lr-{lr}")
+    r = _claim("task.mqar").run()
+    assert r.computed["lrs_run"] == {"bl block": [0.0003, 0.001, 0.003]}
+    assert "learning rates run" not in r.detail, r.detail
 
 
 def test_a_finished_arm_that_breaks_a_reading_decides_it_before_the_others_finish(tmp_path, monkeypatch):

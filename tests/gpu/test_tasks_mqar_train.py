@@ -34,6 +34,20 @@ def test_default_steps_are_epochs_over_the_pool():
     assert opt["betas"] == [0.9, 0.95] and opt["weight_decay"] == 0.1
 
 
+def test_a_run_resumes_without_steps(tmp_path):
+    """MQAR's length comes from its epochs (the task's nominal steps are 0): resuming without --steps
+    must compare the checkpoint with epochs x pool / batch, not refuse it (it did, on the H200)."""
+    pr = {"variant": "block", "pool_size": 16, "epochs": 1, "d_model": 16}
+    Tr.train("mqar", "bl", steps=2, batch_size=4, device="cpu", out=tmp_path, progress=False, eval_mode="none",
+             protocol=pr)
+    assert Tr.default_steps("mqar", "bl", pr, 4) == 4
+    Tr.preflight("mqar", "bl", batch_size=4, out=tmp_path, resume=True, force=True, protocol=pr)
+    r = Tr.train("mqar", "bl", batch_size=4, device="cpu", out=tmp_path, progress=False, eval_mode="none",
+                 protocol=pr, resume=True)
+    rec = json.loads((tmp_path / "mqar" / "bl__variant-block__d_model-16__epochs-1__pool_size-16_s0.json").read_text())
+    assert rec["curve"][-1]["step"] == 4 and r["steps"] == 4
+
+
 def test_cpu_run_records_protocol_and_optimizer(tmp_path):
     r = Tr.train("mqar", "bl", steps=1, batch_size=2, device="cpu", out=tmp_path, progress=False, eval_mode="none",
                  protocol={"variant": "block", "pool_size": 8, "d_model": 16})
