@@ -551,7 +551,19 @@ DAG_TAG_LABELS = {"": "default: two-token edges, unit keys, root first",
                   "edge_tokens-single__edge_embedding-factored__deltaformer_write-query":
                       "E_from[u] + E_to[v] edges, write query w_t",
                   "edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query":
-                      "E_from[u] + E_to[v] edges, write query, per-node read-out"}
+                      "all three: E_from[u] + E_to[v] edges,\nwrite query, per-node read-out",
+                  "edge_tokens-single__output-per_node__edge_embedding-factored":
+                      "E_from[u] + E_to[v] edges, per-node read-out\n(no write query)",
+                  "output-per_node__deltaformer_write-query": "write query, per-node read-out\n(two-token edges)",
+                  "output-per_node": "per-node read-out alone"}
+# panels in reading order: the default, the root's position, then the ablations as they were added
+DAG_TAG_ORDER = ("", "root_position-last", "root_position-last__deltaformer_keys-raw", "deltaformer_keys-raw",
+                 "edge_tokens-single", "edge_tokens-single__deltaformer_keys-raw",
+                 "edge_tokens-single__edge_embedding-factored", "edge_tokens-single__edge_embedding-factored__lr-0.001",
+                 "edge_tokens-single__edge_embedding-factored__deltaformer_write-query",
+                 "edge_tokens-single__output-per_node__edge_embedding-factored",
+                 "output-per_node__deltaformer_write-query", "output-per_node",
+                 "edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query")
 
 
 def plot_dag(results_dir, out_dir) -> list[Path]:
@@ -560,11 +572,16 @@ def plot_dag(results_dir, out_dir) -> list[Path]:
     if not d:
         return []
     plt = _pyplot()
-    tags = sorted(d, key=lambda t: (t != "", t))
+    order = {t: i for i, t in enumerate(DAG_TAG_ORDER)}
+    tags = sorted(d, key=lambda t: (order.get(t, len(order)), t))
+    ncol = min(4, len(tags))
+    nrow = -(-len(tags) // ncol)
     with plt.rc_context(_style()):
-        fig, axs = plt.subplots(1, len(tags), figsize=(2.6 * len(tags), 2.6), sharey=True, squeeze=False)
+        fig, axs = plt.subplots(nrow, ncol, figsize=(3.1 * ncol, 2.9 * nrow), sharey=True, squeeze=False)
         cm = plt.get_cmap("viridis")
-        for ax, tag in zip(axs[0], tags):
+        for ax in axs.flat[len(tags):]:
+            ax.set_visible(False)
+        for ax, tag in zip(axs.flat, tags):
             for m, c in sorted(d[tag].items()):
                 if m.startswith("transformer-"):
                     L = int(m.split("-")[1])
@@ -573,16 +590,19 @@ def plot_dag(results_dir, out_dir) -> list[Path]:
                     color, label = plt.get_cmap("tab10")(2 + ["linear", "round2", "relu", "exp", "softmax"].index(
                         m.split("-", 1)[1])), "DeltaFormer κ1 = " + m.split("-", 1)[1]
                 ls = {"finished": "-", "stopped": ":", "diverged": "--"}[c["status"]]
-                ax.plot(c["step"], c["acc"], ls=ls, color=color,
+                wide = m == "deltaformer-linear"           # drawn wide underneath: round2 often lies on it
+                ax.plot(c["step"], c["acc"], ls=ls, color=color, lw=2.6 if wide else 1.1, zorder=1 if wide else 2,
                         label=label + ("" if c["status"] == "finished" else f" ({c['status']})"))
                 if c["status"] == "diverged":
                     ax.plot(c["step"][-1], c["acc"][-1], "x", color=color)
             ax.set_title(DAG_TAG_LABELS.get(tag, tag), fontsize=7)
             ax.set_xlabel("training step")
             ax.legend(fontsize=5)
-        axs[0][0].set_ylabel("per-node training accuracy")
+        for row in axs:
+            row[0].set_ylabel("per-node training accuracy")
         fig.suptitle("Reachability in 32-node trees (AM Fig. 7); dotted: stopped at a time limit, "
-                     "dashed ×: diverged", fontsize=8, y=1.05)
+                     "dashed ×: diverged", fontsize=9, y=1.0)
+        fig.tight_layout()
         paths = _save(fig, out_dir, "dag_reachability")
         plt.close(fig)
     return paths
