@@ -355,7 +355,7 @@ def _judge(ev: Evidence, trend_fn, results) -> None:
             ev.dispute("triton", text, published="holds (paper)",
                        measured="not reproduced by our runs" + (
                            f"; {causes}" if causes.startswith("cause not isolated")
-                           else f"; measured cause: {causes}" if causes else "; no ablated choice of ours flips it"),
+                           else f"; measured cause: {causes}" if causes else "; no ablation of ours run yet"),
                        note="docs/tasks.md: the numbers, the protocol and the ablations")
             done.append((key, text, outcome, causes))
         else:

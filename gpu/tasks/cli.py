@@ -218,8 +218,8 @@ def run_sweep(args) -> int:
     if args.scheduler is None:           # a local cluster: the runs go to this host's GPUs, else its CPU
         device = args.device or resolve_device("auto")
         for m in models or MODELS_BY_TASK[args.task]:
-            check_memory(args.task, m, args.batch_size, None, device)
-            check_time(args.task, m, args.steps, args.batch_size, None, device)
+            check_memory(args.task, m, args.batch_size, None, device, protocol)
+            check_time(args.task, m, args.steps, args.batch_size, None, device, protocol)
     output_dir("--out", args.out)
     extra = []
     if args.eval_mode is not None:

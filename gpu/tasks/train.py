@@ -749,8 +749,9 @@ def resolve_device(device: str) -> str:
     return ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
 
 
-def train_length(task: str, model: str, length: Optional[int] = None) -> int:
-    """Tokens of the longest training sequence (``length``: the curriculum's last stage)."""
+def train_length(task: str, model: str, length: Optional[int] = None, protocol: Optional[dict] = None) -> int:
+    """Tokens of the longest training sequence (``length``: the curriculum's last stage; ``protocol``:
+    MQAR's variant, whose training lengths differ: Base 512, Update and Block 128)."""
     td = task_def(task)
     if task == "collision_recall":
         return Dt.collision_length(max(td.train_settings["n_f"]), td.train_settings["n_b"])
@@ -763,11 +764,13 @@ def train_length(task: str, model: str, length: Optional[int] = None) -> int:
     if task == "dag_reachability":
         return Dg.DAGConfig().length
     if task == "mqar":
-        return max(c.length for v in Mq.VARIANTS for c in Mq.train_configs(v)[0])
+        variants = Mq.VARIANTS if protocol is None else (resolve_protocol(task, protocol)["variant"],)
+        return max(c.length for v in variants for c in Mq.train_configs(v)[0])
     return td.train_settings["length"]
 
 
-def train_memory(task: str, model: str, batch_size: Optional[int] = None, length: Optional[int] = None) -> float:
+def train_memory(task: str, model: str, batch_size: Optional[int] = None, length: Optional[int] = None,
+                 protocol: Optional[dict] = None) -> float:
     """Rough peak bytes of one training step: ``B T (120 kB + 200 B T)``.
 
     Measured on CPU (forward + backward + AdamW, one step): 14-108 kB per token
@@ -777,7 +780,7 @@ def train_memory(task: str, model: str, batch_size: Optional[int] = None, length
     td = task_def(task)
     if batch_size is None:
         batch_size = 64 if model.startswith("stress-") else td.batch_size
-    T = train_length(task, model, length)
+    T = train_length(task, model, length, protocol)
     return float(batch_size) * T * (120e3 + 200.0 * T)
 
 
@@ -789,13 +792,14 @@ def memory_limit(device: str) -> float:
     return cpu_limit()
 
 
-def check_memory(task: str, model: str, batch_size: Optional[int], length: Optional[int], device: str) -> None:
+def check_memory(task: str, model: str, batch_size: Optional[int], length: Optional[int], device: str,
+                 protocol: Optional[dict] = None) -> None:
     from assocmem.budget import fmt_bytes
 
-    need, lim = train_memory(task, model, batch_size, length), memory_limit(device)
+    need, lim = train_memory(task, model, batch_size, length, protocol), memory_limit(device)
     if need > lim:
         # blame the curriculum length when the batch alone would fit
-        if length is not None and train_memory(task, model, batch_size, None) <= lim:
+        if length is not None and train_memory(task, model, batch_size, None, protocol) <= lim:
             name, val = "curriculum lengths", length
         else:
             name, val = "batch_size", batch_size if batch_size is not None else "(default)"
@@ -821,16 +825,16 @@ def default_steps(task: str, model: str, protocol: Optional[dict] = None, batch_
 
 
 def check_time(task: str, model: str, steps: Optional[int], batch_size: Optional[int], length: Optional[int],
-               device: str) -> None:
+               device: str, protocol: Optional[dict] = None) -> None:
     """On a CPU, refuse a run estimated past the time limit (``ASSOCMEM_MAX_SECONDS``); GPU runs are not limited."""
     if device.startswith("cuda"):
         return
     from assocmem.budget import fmt_seconds, time_limit
 
     td = task_def(task)
-    n = steps if steps is not None else (CURRICULUM_STEPS if is_curriculum_model(model) else td.steps)
+    n = steps if steps is not None else default_steps(task, model, protocol, batch_size)
     B = batch_size if batch_size is not None else (64 if model.startswith("stress-") else td.batch_size)
-    T = train_length(task, model, length)
+    T = train_length(task, model, length, protocol)
     need, lim = n * (CPU_SECONDS_PER_STEP + CPU_SECONDS_PER_TOKEN * B * T), time_limit()
     if need > lim:
         shown = f"--steps {n}{'' if steps is not None else ' (default)'}, --batch-size {B}" \
@@ -856,8 +860,8 @@ def preflight(task: str, model: str, *, seed: int = 0, steps: Optional[int] = No
     if task == "mqar" and model != "bl":
         from .mqar_models import require_fla
         require_fla(model)
-    check_memory(task, model, batch_size, length, device)
-    check_time(task, model, steps, batch_size, length, device)
+    check_memory(task, model, batch_size, length, device, protocol)
+    check_time(task, model, steps, batch_size, length, device, protocol)
     output_dir("--out", out)
     name = run_name(model, seed, protocol_tag(task, resolve_protocol(task, protocol)))
     res = Path(out) / task / f"{name}.json"
@@ -925,12 +929,15 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
     gen = torch.Generator().manual_seed(seed)
     step0, curve, wall_before = 0, [], 0.0
     win_sum0, win_n0 = 0.0, 0
+    segments = []                                # which device trained which steps (a run may resume elsewhere)
     if resume:
         ck = load_checkpoint(ckpt_path, dev)
         net.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         gen.set_state(ck["gen"].cpu())          # the data stream's generator is a CPU one; ck is mapped to dev
         step0, curve, wall_before = ck["step"], ck["curve"], ck.get("wall_s", 0.0)
+        segments = list(ck.get("segments") or [{"steps": [0, int(step0)],
+                                                "device": "not recorded (a checkpoint from before segments)"}])
         if sched is not None and ck.get("curriculum") is not None:
             # the schedule continues where it was (stage, switches, the partial accuracy window)
             sched = Cu.CurriculumSchedule.from_state(ck["curriculum"])
@@ -957,7 +964,8 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
         if sched is not None:
             extra = {"curriculum": sched.state_dict(), "curriculum_window": (float(win_sum), win_n)}
         torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state(), "step": step,
-                    "curve": curve, "wall_s": wall_before + time.perf_counter() - t0, **extra}, tmp)
+                    "curve": curve, "wall_s": wall_before + time.perf_counter() - t0,
+                    "segments": segments + [{"steps": [int(step0), int(step)], "device": device_name(dev)}], **extra}, tmp)
         os.replace(tmp, ckpt_path)
 
     for step in range(step0, steps):
@@ -1042,6 +1050,8 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
     from assocmem.provenance import provenance
     extra = {"device": device_name(dev), "seed": seed, "wall_s": round(train_s + eval_s, 3),
              "train_s": round(train_s, 3), "eval_s": round(eval_s, 3)}
+    if segments:                                 # resumed: every device that trained part of the run
+        extra["segments"] = segments + [{"steps": [int(step0), int(steps)], "device": device_name(dev)}]
     if os.environ.get("ASSOCMEM_COMMIT"):
         # a copy of the tree without .git (the GPU machine): the commit it was sent from
         extra["source_commit"] = os.environ["ASSOCMEM_COMMIT"]

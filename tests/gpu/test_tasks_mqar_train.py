@@ -46,6 +46,23 @@ def test_a_run_resumes_without_steps(tmp_path):
                  protocol=pr, resume=True)
     rec = json.loads((tmp_path / "mqar" / "bl__variant-block__d_model-16__epochs-1__pool_size-16_s0.json").read_text())
     assert rec["curve"][-1]["step"] == 4 and r["steps"] == 4
+    # the result says which device trained which steps (a GPU run may be finished elsewhere)
+    seg = rec["provenance"]["segments"]
+    assert [x["steps"] for x in seg] == [[0, 2], [2, 4]] and all(x["device"].startswith("cpu") for x in seg), seg
+
+
+def test_cpu_budgets_take_the_variant_and_its_epochs(monkeypatch):
+    """Update and Block train at 128 tokens, Base at 512: the memory estimate takes the run's variant
+    (it took Base's for every variant, refusing a CPU resume of Update), and the time estimate takes
+    epochs x pool / batch (it took the nominal 0 steps, so it never refused an MQAR run)."""
+    assert Tr.train_length("mqar", "bl", protocol={"variant": "update"}) == 128
+    assert Tr.train_length("mqar", "bl", protocol={"variant": "base"}) == 512
+    assert Tr.train_memory("mqar", "bl", 256, protocol={"variant": "update"}) < \
+        Tr.train_memory("mqar", "bl", 256, protocol={"variant": "base"}) / 4
+    monkeypatch.setenv("ASSOCMEM_MAX_SECONDS", "600")
+    with pytest.raises(ValueError, match=r"--steps 25000 \(default\).*over the limit"):
+        Tr.check_time("mqar", "bl", None, None, None, "cpu", {"variant": "update"})
+    Tr.check_time("mqar", "bl", 2, 4, None, "cpu", {"variant": "update"})      # a smoke run passes
 
 
 def test_cpu_run_records_protocol_and_optimizer(tmp_path):
