@@ -256,6 +256,25 @@ def device10():
     return [j for j in device9() if not (j[0] == "mqar" and j[1] == "gdn") and j[1] != "transformer-8"]
 
 
+def device11():
+    """The next session's plan for BL Fig. 4 (b, c), two runs at a time (``--workers-per-device 2``:
+    MQAR runs share the H200 badly, and a call returns at most two 30 MB checkpoints).  GDN first at
+    the default rate under ``gdn_backend=auto``, which takes the hybrid core once its self-check
+    passes on the GPU (``--bg 'python3 $ROOT/scripts/gdn_hybrid_diag.py --out $OUT/bench/gdn_hybrid_diag.json'``
+    records it; if the check fails, the GDN runs fall back to fla's torch reference, far too slow:
+    stop them); then BL's other two learning rates, then GDN's."""
+    jobs = []
+    for variant in ("block", "update"):
+        jobs += grid("mqar", ["gdn"], [0], {"variant": variant})
+    for lr in (3e-3, 3e-4):
+        for variant in ("block", "update"):
+            jobs += grid("mqar", ["bl"], [0], {"variant": variant, "lr": lr})
+    for lr in (3e-3, 3e-4):
+        for variant in ("block", "update"):
+            jobs += grid("mqar", ["gdn"], [0], {"variant": variant, "lr": lr})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -275,7 +294,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11}
 
 
 def cost(job) -> float:
