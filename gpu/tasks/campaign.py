@@ -262,8 +262,9 @@ def device11():
     the default rate under ``gdn_backend=auto``, which takes the hybrid core once its self-check
     passes on the GPU (``--bg 'python3 $ROOT/scripts/gdn_hybrid_diag.py --out $OUT/bench/gdn_hybrid_diag.json'``
     records it; if the check fails, the GDN runs fall back to fla's torch reference, far too slow:
-    stop them); then BL's other two learning rates, then GDN's."""
-    jobs = []
+    stop them); then BL's other two learning rates, then GDN's.  First BL Update at the default rate,
+    resumed from its 23,500-step checkpoint (carry it as ``.resume/ckpts.tgz.part-*``)."""
+    jobs = grid("mqar", ["bl"], [0], {"variant": "update"})
     for variant in ("block", "update"):
         jobs += grid("mqar", ["gdn"], [0], {"variant": variant})
     for lr in (3e-3, 3e-4):
