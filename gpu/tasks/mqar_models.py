@@ -178,7 +178,16 @@ def mixer_sizes(mixer: str, d_model: int = 128, budget: int = STATE_BUDGET, *, n
             "state_size": mamba2_state_size(n_heads, P, N)}
 
 
-def _resolve_bl_op():
+BL_OPS = ("fused", "chunk")
+
+
+def _resolve_bl_op(op: str = "fused"):
+    """``fused``: :func:`assocmem.gpu.fused_recurrent_bl`; ``chunk``: :func:`assocmem.gpu.chunk_bl`
+    (chunks of 16; on a CPU its torch form).  The same filter, exactly, either way."""
+    V.choice("op", op, BL_OPS)
+    if op == "chunk":
+        from assocmem.gpu import chunk_bl
+        return chunk_bl
     from assocmem.gpu import fused_recurrent_bl
     return fused_recurrent_bl
 
@@ -188,8 +197,9 @@ class BLMixer(nn.Module):
 
     def __init__(self, d_model: int, *, n_heads: int = 4, key_dim: Optional[int] = None,
                  value_dim: Optional[int] = None, groups: int = 1, p0: float = 1.0,
-                 budget: Optional[int] = STATE_BUDGET):
+                 budget: Optional[int] = STATE_BUDGET, op: str = "fused"):
         super().__init__()
+        self.op = V.choice("op", op, BL_OPS)
         d_model = V.count("d_model", d_model, 1)
         H = V.count("n_heads", n_heads, 1)
         G = V.count("groups", groups, 1)
@@ -217,7 +227,8 @@ class BLMixer(nn.Module):
 
     def config(self) -> dict:
         return {"mixer": "bl", "n_heads": self.H, "key_dim": self.D, "value_dim": self.m, "groups": self.G,
-                "state_size": self.state_size, "p0": self.p0, "write_mask": "used"}
+                "state_size": self.state_size, "p0": self.p0, "write_mask": "used",
+                "op": {"fused": "fused_recurrent_bl", "chunk": "chunk_bl"}[self.op]}
 
     def forward(self, h: torch.Tensor, write_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         B, T, _ = h.shape
@@ -236,7 +247,7 @@ class BLMixer(nn.Module):
                 raise ValueError(f"write_mask must be [B, T] = [{B}, {T}] (got {list(write_mask.shape)})")
             kw["write_mask"] = write_mask[:, :, None].expand(B, T, H).contiguous()
         if self._op is None:
-            self._op = _resolve_bl_op()
+            self._op = _resolve_bl_op(self.op)
         o, _ = self._op(q, k, v, l2, r2, None, self.p0, validate=False, **kw)
         return self.o_proj(o.reshape(B, T, H * m).to(h.dtype))
 

@@ -622,7 +622,7 @@ def mqar_data(results_dir) -> dict:
     default (the learning rate excepted: the paper picks it per model by validation accuracy, so each
     (model, width) keeps its run with the best mean validation accuracy — the test accuracy where a
     run has no validation rows — and draws that run's test accuracy)."""
-    from .train import PROTOCOL, resolve_protocol
+    from .train import IMPLEMENTATION_OPTIONS, PROTOCOL, resolve_protocol
 
     defaults = resolve_protocol("mqar")
     out: dict = {}
@@ -631,7 +631,8 @@ def mqar_data(results_dir) -> dict:
         if r.get("seed") != 0:
             continue
         pr = {**defaults, **{k: v for k, v in r.get("protocol", {}).items() if k in PROTOCOL["mqar"]}}
-        if any(pr[k] != defaults[k] for k in pr if k not in ("variant", "lr", "d_model")):
+        if any(pr[k] != defaults[k] for k in pr if k not in ("variant", "lr", "d_model")
+               and ("mqar", k) not in IMPLEMENTATION_OPTIONS):
             continue
         v = pr["variant"]
         if v != "base" and pr["d_model"] != defaults["d_model"]:

@@ -197,8 +197,13 @@ PROTOCOL = {
         "gdn_backend": ("auto", _choice("auto", "triton", "torch", "hybrid"),
                         "GDN's core on a GPU: fla's Triton kernels, or fla's chunked torch reference under "
                         "autograd; auto takes Triton unless fla refuses its backward there (Hopper with Triton "
-                        ">= 3.4 and < 3.7.1, fla #640: the H200 here); hybrid: fla's kernels with the refused "
-                        "one in torch (assocmem.gpu.tasks.fla_hybrid; not yet run on a GPU)"),
+                        ">= 3.4 and < 3.7.1, fla #640: the H200 here) and there the hybrid after its self-check "
+                        "passes on the GPU, else the torch reference; hybrid: fla's kernels with the refused "
+                        "one in torch (assocmem.gpu.tasks.fla_hybrid)"),
+        "bl_op": ("fused", _choice("fused", "chunk"),
+                  "BL's op on a GPU: fused_recurrent_bl (token by token) or chunk_bl (chunks of 16); both "
+                  "compute the same filter exactly (checked against numerics), so this is an implementation "
+                  "choice: recorded in the protocol block and model_config, left out of the run's tag"),
     },
     "dag_reachability": {
         "queries_write": (True, _bool, "fixed: attention models, every token is in the context (the read-out "
@@ -257,6 +262,8 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
         bad = "supervision" if out["supervision"] != "every" else "pos"
         raise ValueError(f"protocol {bad}: applies to the plain swap models (transformer-*, deltaformer-*), "
                          f"not {model!r}")
+    if task == "mqar" and out["bl_op"] != "fused" and model is not None and model != "bl":
+        raise ValueError(f"protocol bl_op: applies to bl, not {model!r}")
     if task == "mqar" and out["gdn_backend"] != "auto" and model is not None and model not in ("gdn", "gdn-conv"):
         raise ValueError(f"protocol gdn_backend: applies to gdn and gdn-conv, not {model!r}")
     if task == "dag_reachability" and out["deltaformer_keys"] != "unit" and model is not None \
@@ -314,11 +321,20 @@ def result_tag(task: str, result: dict) -> Optional[str]:
     return protocol_tag(task, resolve_protocol(task, {k: v for k, v in pr.items() if k in PROTOCOL[task]}))
 
 
+# options that choose how a run is computed, not what is computed (exact alternatives, checked
+# against each other): recorded in the protocol block, left out of the tag, so runs under either
+# are the same experiment
+IMPLEMENTATION_OPTIONS = {("mqar", "bl_op")}
+
+
 def protocol_tag(task: str, protocol: dict) -> str:
-    """The options that differ from the task's defaults, as a file-name tag ('' for the default protocol)."""
+    """The options that differ from the task's defaults, as a file-name tag ('' for the default protocol);
+    the implementation options (:data:`IMPLEMENTATION_OPTIONS`) are left out."""
     spec = PROTOCOL[task]
     parts = []
     for k, (d, _, _) in spec.items():
+        if (task, k) in IMPLEMENTATION_OPTIONS:
+            continue
         v = protocol.get(k, d)
         if v != d:
             txt = ",".join(str(x) for x in v) if isinstance(v, list) else str(v).lower()
@@ -346,6 +362,8 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
 
         cfg = Mq.train_configs(pr["variant"])[0][0]
         kw = {"backend": pr["gdn_backend"]} if model in ("gdn", "gdn-conv") else {}
+        if model == "bl":
+            kw = {"op": pr.get("bl_op", "fused")}
         return MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=pr["d_model"], n_layers=2, mixer=model, **kw)
     if task == "dag_reachability":
         cfg = dag_config(pr)

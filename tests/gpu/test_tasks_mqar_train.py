@@ -91,3 +91,23 @@ def test_evaluation_counts_query_hits():
         b = sets[row["config"]].batch(slice(None))
         lab = b.labels[b.labels != Mq.IGNORE]
         assert row["n_queries"] == lab.numel() and row["acc"] == float((lab == 7).double().mean())
+
+
+def test_bl_op_is_an_implementation_choice_with_the_same_answer():
+    """bl_op=chunk runs chunk_bl instead of fused_recurrent_bl: the same filter, so the same
+    model output (here on the CPU: both torch forms, write mask included), recorded in the
+    protocol block and model_config but not in the run's name; refused for the other models."""
+    pr_f, pr_c = Tr.resolve_protocol("mqar", {}, "bl"), Tr.resolve_protocol("mqar", {"bl_op": "chunk"}, "bl")
+    assert Tr.protocol_tag("mqar", pr_c) == Tr.protocol_tag("mqar", pr_f) == ""
+    torch.manual_seed(0)
+    a = Tr.build_model("mqar", "bl", {**pr_f, "d_model": 32})
+    b = Tr.build_model("mqar", "bl", {**pr_c, "d_model": 32})
+    b.load_state_dict(a.state_dict())
+    assert a.config()["op"] == "fused_recurrent_bl" and b.config()["op"] == "chunk_bl"
+    tok = torch.randint(0, Mq.VOCAB, (2, 40), generator=torch.Generator().manual_seed(1))
+    wm = torch.rand(2, 40, generator=torch.Generator().manual_seed(2)) < 0.6
+    torch.testing.assert_close(b(tok, wm), a(tok, wm), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="protocol bl_op: applies to bl"):
+        Tr.resolve_protocol("mqar", {"bl_op": "chunk"}, "gdn")
+    with pytest.raises(ValueError, match="bl_op"):
+        Tr.resolve_protocol("mqar", {"bl_op": "scan"}, "bl")
