@@ -263,7 +263,10 @@ def device11():
     passes on the GPU (``--bg 'python3 $ROOT/scripts/gdn_hybrid_diag.py --out $OUT/bench/gdn_hybrid_diag.json'``
     records it; if the check fails, the GDN runs fall back to fla's torch reference, far too slow:
     stop them); then BL's other two learning rates, then GDN's.  First BL Update at the default rate,
-    resumed from its 23,500-step checkpoint (carry it as ``.resume/ckpts.tgz.part-*``)."""
+    resumed from its 23,500-step checkpoint (carry it as ``.resume/ckpts.tgz.part-*``).  Probe first, in
+    the same call: ``--probe "mqar:bl:variant=update,pool_size=2048 mqar:bl:variant=update,pool_size=2048,bl_op=chunk
+    mqar:gdn:variant=update,pool_size=2048"`` (BL's two ops; GDN under auto, which runs the hybrid's
+    self-check); if ``bl_op=chunk`` is faster, make it the default before the BL runs."""
     jobs = grid("mqar", ["bl"], [0], {"variant": "update"})
     for variant in ("block", "update"):
         jobs += grid("mqar", ["gdn"], [0], {"variant": variant})
