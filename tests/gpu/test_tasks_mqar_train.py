@@ -111,3 +111,16 @@ def test_bl_op_is_an_implementation_choice_with_the_same_answer():
         Tr.resolve_protocol("mqar", {"bl_op": "chunk"}, "gdn")
     with pytest.raises(ValueError, match="bl_op"):
         Tr.resolve_protocol("mqar", {"bl_op": "scan"}, "bl")
+
+
+def test_cli_refuses_a_cpu_mqar_run_past_the_time_limit(tmp_path, capsys, monkeypatch):
+    """What a user sees: one line naming --steps with the estimate, exit 2, nothing written."""
+    from assocmem.cli import main as assocmem_main
+
+    monkeypatch.setenv("ASSOCMEM_MAX_SECONDS", "600")
+    rc = assocmem_main(["gpu", "train", "mqar", "--model", "bl", "--device", "cpu", "--out", str(tmp_path),
+                        "--protocol", "variant=update", "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert "--steps 25000 (default)" in err[0] and "128 tokens a sequence" in err[0], err
+    assert not any(tmp_path.iterdir())
