@@ -555,7 +555,9 @@ DAG_TAG_LABELS = {"": "default: two-token edges, unit keys, root first",
                   "edge_tokens-single__output-per_node__edge_embedding-factored":
                       "E_from[u] + E_to[v] edges, per-node read-out\n(no write query)",
                   "output-per_node__deltaformer_write-query": "write query, per-node read-out\n(two-token edges)",
-                  "output-per_node": "per-node read-out alone"}
+                  "output-per_node": "per-node read-out alone",
+                  "edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__lr-0.001":
+                      "all three, lr 1e-3"}
 # panels in reading order: the default, the root's position, then the ablations as they were added
 DAG_TAG_ORDER = ("", "root_position-last", "root_position-last__deltaformer_keys-raw", "deltaformer_keys-raw",
                  "edge_tokens-single", "edge_tokens-single__deltaformer_keys-raw",
@@ -563,7 +565,8 @@ DAG_TAG_ORDER = ("", "root_position-last", "root_position-last__deltaformer_keys
                  "edge_tokens-single__edge_embedding-factored__deltaformer_write-query",
                  "edge_tokens-single__output-per_node__edge_embedding-factored",
                  "output-per_node__deltaformer_write-query", "output-per_node",
-                 "edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query")
+                 "edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query",
+                 "edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__lr-0.001")
 
 
 def plot_dag(results_dir, out_dir) -> list[Path]:
