@@ -2,7 +2,7 @@
 
 Runs ``chunk_gated_delta_rule`` (fp32 inputs) forward and backward three ways and compares the
 output and the gradients of ``q, k, v, g, beta`` with a float64 token-by-token recursion computed
-here (not fla's naive op, which computes in fp32):
+here (``fla_hybrid.gated_delta_rule_f64``; fla's naive op computes in fp32):
 
 * ``hybrid``: fla's kernels, the refused ``chunk_bwd_dqkwg`` by :mod:`assocmem.gpu.tasks.fla_hybrid`;
 * ``fla_forced``: fla's own refused kernel, its guard switched off for the measurement only;
@@ -19,21 +19,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-
-
-def reference64(q, k, v, g, beta, scale):
-    import torch
-
-    B, T, H, K = k.shape
-    S = torch.zeros(B, H, K, v.shape[-1], dtype=torch.float64, device=q.device)
-    out = []
-    for t in range(T):
-        S = S * g[:, t].exp()[..., None, None]
-        kt, vt = k[:, t], v[:, t]
-        u = (vt - torch.einsum("bhk,bhkv->bhv", kt, S)) * beta[:, t][..., None]
-        S = S + kt[..., None] * u[..., None, :]
-        out.append(torch.einsum("bhk,bhkv->bhv", q[:, t] * scale, S))
-    return torch.stack(out, 1)
 
 
 def main(argv=None) -> int:
@@ -69,7 +54,7 @@ def main(argv=None) -> int:
         grads = torch.autograd.grad((o * do.to(dev, dtype)).sum(), xs)
         return [o.detach().double(), *(x.double() for x in grads)]
 
-    ref = run(lambda q, k, v, g, b: reference64(q, k, v, g, b, scale), torch.float64)
+    ref = run(lambda q, k, v, g, b: fla_hybrid.gated_delta_rule_f64(q, k, v, g, b, scale), torch.float64)
 
     def errs(got):
         return {n: float((x - r).abs().max() / r.abs().max()) for n, x, r in zip(names, got, ref)}

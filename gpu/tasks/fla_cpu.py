@@ -233,7 +233,7 @@ def gdn_backend(requested: str = "auto", device=None) -> str:
 
     ``"auto"`` takes Triton unless fla refuses its backward here (:func:`fla_refuses_gated_backward`);
     where it refuses, ``auto`` takes the hybrid once :func:`.fla_hybrid.self_check` has passed on
-    ``device`` (one check per process and GPU, against fla's float64 token-by-token reference), and
+    ``device`` (one check per process and GPU, against a float64 token-by-token recursion), and
     fla's torch reference if that check fails (or without a ``device`` to check on).  An explicit
     ``"triton"`` there is refused with the reason rather than failing mid-run."""
     if requested not in ("auto", "triton", "torch", "hybrid"):

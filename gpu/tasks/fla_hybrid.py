@@ -129,11 +129,27 @@ def install() -> None:
 _CHECKED = {}
 
 
+def gated_delta_rule_f64(q, k, v, g, beta, scale):
+    """The gated delta rule token by token in float64 (fla's naive op computes in fp32):
+    ``S_t = e^{g_t} S_{t-1} + k_t β_t (v_t − e^{g_t} S_{t-1}ᵀ k_t)ᵀ``, ``o_t = scale · S_tᵀ q_t``;
+    ``q, k [B, T, H, K]``, ``v [B, T, H, V]``, ``g, beta [B, T, H]``; differentiable."""
+    q, k, v, g, beta = (x.double() for x in (q, k, v, g, beta))
+    B, T, H, K = k.shape
+    S = torch.zeros(B, H, K, v.shape[-1], dtype=torch.float64, device=q.device)
+    out = []
+    for t in range(T):
+        S = S * g[:, t].exp()[..., None, None]
+        u = (v[:, t] - torch.einsum("bhk,bhkv->bhv", k[:, t], S)) * beta[:, t][..., None]
+        S = S + k[:, t][..., None] * u[..., None, :]
+        out.append(torch.einsum("bhk,bhkv->bhv", q[:, t] * scale, S))
+    return torch.stack(out, 1)
+
+
 def self_check(device, T: int = 150, tol: float = 2e-3) -> dict:
     """One check per process and GPU, before ``gdn_backend="auto"`` trusts the hybrid there: fla's
     ``chunk_gated_delta_rule`` with :func:`install`'s replacement, output and the gradients of
-    ``q, k, v, g, β``, against fla's token-by-token reference ``naive_recurrent_gated_delta_rule`` in
-    float64 on the same device (fp32 inputs, ``T = 150``: two full chunks and a partial one).
+    ``q, k, v, g, β``, against the gated delta rule token by token in float64 on the same device
+    (:func:`gated_delta_rule_f64`; fp32 inputs, ``T = 150``: two full chunks and a partial one).
     Returns ``{"passed", "max_rel_err", "tol", "T"}`` (errors relative to each tensor's max)."""
     dev = torch.device(device)
     if dev.type == "cuda" and dev.index is None:
@@ -142,7 +158,6 @@ def self_check(device, T: int = 150, tol: float = 2e-3) -> dict:
     if key in _CHECKED:
         return _CHECKED[key]
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule
-    from fla.ops.gated_delta_rule.naive import naive_recurrent_gated_delta_rule
 
     install()
     gen = torch.Generator().manual_seed(0)
@@ -162,7 +177,7 @@ def self_check(device, T: int = 150, tol: float = 2e-3) -> dict:
         return [o.detach().double(), *(x.double() for x in grads)]
 
     got = run(lambda q, k, v, g, b: chunk_gated_delta_rule(q, k, v, g, b)[0], torch.float32)
-    ref = run(lambda q, k, v, g, b: naive_recurrent_gated_delta_rule(q, k, v, b, g)[0], torch.float64)
+    ref = run(lambda q, k, v, g, b: gated_delta_rule_f64(q, k, v, g, b, K ** -0.5), torch.float64)
     errs = [float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)) for a, b in zip(got, ref)]
     out = {"passed": bool(all(e <= tol for e in errs)), "max_rel_err": max(errs), "tol": tol, "T": T,
            "errors": dict(zip(("o", "dq", "dk", "dv", "dg", "dbeta"), errs))}

@@ -122,3 +122,19 @@ def test_auto_takes_the_hybrid_only_where_refused_and_only_after_its_check(monke
     assert fla_cpu.gdn_backend("auto", "cpu") == "torch"
     monkeypatch.setattr(fla_cpu, "fla_refuses_gated_backward", lambda: False)
     assert fla_cpu.gdn_backend("auto", "cuda") == "triton"
+
+
+def test_the_float64_recursion_agrees_with_fla_own_naive_op():
+    """The self-check's reference and fla's token-by-token op (fp32 inside) are written apart: they
+    agree to fp32 precision, and a changed gate moves them apart."""
+    from fla.ops.gated_delta_rule.naive import naive_recurrent_gated_delta_rule
+
+    g = torch.Generator().manual_seed(3)
+    B, T, Hh, K, V = 2, 37, 2, 8, 5
+    q, k = (torch.nn.functional.normalize(torch.randn(B, T, Hh, K, generator=g), dim=-1) for _ in range(2))
+    v, gate, beta = torch.randn(B, T, Hh, V, generator=g), -torch.rand(B, T, Hh, generator=g), torch.rand(B, T, Hh, generator=g)
+    ref = H.gated_delta_rule_f64(q, k, v, gate, beta, K ** -0.5)
+    fla = naive_recurrent_gated_delta_rule(q, k, v, beta, gate)[0]
+    assert ref.dtype == torch.float64
+    torch.testing.assert_close(fla.double(), ref, rtol=1e-5, atol=1e-5)
+    assert (H.gated_delta_rule_f64(q, k, v, 0.9 * gate, beta, K ** -0.5) - ref).abs().max() > 1e-3
