@@ -843,19 +843,21 @@ def default_steps(task: str, model: str, protocol: Optional[dict] = None, batch_
 
 
 def check_time(task: str, model: str, steps: Optional[int], batch_size: Optional[int], length: Optional[int],
-               device: str, protocol: Optional[dict] = None) -> None:
-    """On a CPU, refuse a run estimated past the time limit (``ASSOCMEM_MAX_SECONDS``); GPU runs are not limited."""
+               device: str, protocol: Optional[dict] = None, done: int = 0) -> None:
+    """On a CPU, refuse a run estimated past the time limit (``ASSOCMEM_MAX_SECONDS``); GPU runs are not
+    limited.  ``done``: steps a resumed run's checkpoint already has (only the rest is estimated)."""
     if device.startswith("cuda"):
         return
     from assocmem.budget import fmt_seconds, time_limit
 
     td = task_def(task)
-    n = steps if steps is not None else default_steps(task, model, protocol, batch_size)
+    n = (steps if steps is not None else default_steps(task, model, protocol, batch_size)) - done
     B = batch_size if batch_size is not None else (64 if model.startswith("stress-") else td.batch_size)
     T = train_length(task, model, length, protocol)
     need, lim = n * (CPU_SECONDS_PER_STEP + CPU_SECONDS_PER_TOKEN * B * T), time_limit()
     if need > lim:
-        shown = f"--steps {n}{'' if steps is not None else ' (default)'}, --batch-size {B}" \
+        shown = f"--steps {n + done}{'' if steps is not None else ' (default)'}" \
+                + (f" ({n} left after the checkpoint's {done})" if done else "") + f", --batch-size {B}" \
                 f"{'' if batch_size is not None else ' (default)'}"
         raise V.ParamError("steps", f"{shown}: training on the CPU would take about {fmt_seconds(need)} "
                                     f"({T} tokens a sequence), over the limit of {fmt_seconds(lim)} "
@@ -879,7 +881,6 @@ def preflight(task: str, model: str, *, seed: int = 0, steps: Optional[int] = No
         from .mqar_models import require_fla
         require_fla(model)
     check_memory(task, model, batch_size, length, device, protocol)
-    check_time(task, model, steps, batch_size, length, device, protocol)
     output_dir("--out", out)
     name = run_name(model, seed, protocol_tag(task, resolve_protocol(task, protocol)))
     res = Path(out) / task / f"{name}.json"
@@ -892,6 +893,8 @@ def preflight(task: str, model: str, *, seed: int = 0, steps: Optional[int] = No
         if int(ck["step"]) > total:
             raise V.ParamError("steps", f"steps {total} is below the checkpoint's step {int(ck['step'])} "
                                         f"(give --steps >= {int(ck['step'])})")
+    # a resumed run is estimated on the steps it has left
+    check_time(task, model, steps, batch_size, length, device, protocol, int(ck["step"]) if resume else 0)
 
 
 def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, batch_size: Optional[int] = None,

@@ -63,6 +63,11 @@ def test_cpu_budgets_take_the_variant_and_its_epochs(monkeypatch):
     with pytest.raises(ValueError, match=r"--steps 25000 \(default\).*over the limit"):
         Tr.check_time("mqar", "bl", None, None, None, "cpu", {"variant": "update"})
     Tr.check_time("mqar", "bl", 2, 4, None, "cpu", {"variant": "update"})      # a smoke run passes
+    # a resume is estimated on what is left: 1,500 of 25,000 steps fit where the whole run does not
+    monkeypatch.setenv("ASSOCMEM_MAX_SECONDS", "3600")
+    Tr.check_time("mqar", "bl", None, None, None, "cpu", {"variant": "update"}, done=23_500)
+    with pytest.raises(ValueError, match=r"\(20000 left after the checkpoint's 5000\)"):
+        Tr.check_time("mqar", "bl", None, None, None, "cpu", {"variant": "update"}, done=5_000)
 
 
 def test_cpu_run_records_protocol_and_optimizer(tmp_path):
