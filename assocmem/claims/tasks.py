@@ -820,6 +820,7 @@ def mqar(ev: Evidence) -> None:
     # Base, Update and Block are three experiments, not protocols, and the learning rate is chosen per
     # model from a grid by validation accuracy (as the paper does): a run's tag leaves both out, and of
     # the runs that then share (tag, model, variant, seed) the one with the best validation accuracy is kept
+    from assocmem.gpu.tasks.names import MQAR_LR_GRID
     from assocmem.gpu.tasks.train import PROTOCOL, protocol_tag, resolve_protocol
 
     chosen = {}
@@ -855,11 +856,6 @@ def mqar(ev: Evidence) -> None:
                        + (f" [learning rates run: " + "; ".join(f"{k} {', '.join(f'{x:g}' for x in grid[k])}"
                                                              for k in short)
                           + f" of {', '.join(f'{x:g}' for x in MQAR_LR_GRID)}]" if short else ""))
-
-
-# the learning-rate grid of the MQAR runs (campaign plans mqar_lr, device5, device8): the paper's is
-# not given in the notes; a model's rate is the grid point of its best mean validation accuracy
-MQAR_LR_GRID = (3e-4, 1e-3, 3e-3)
 
 
 def _mqar_acc(res, variant, xkey, x) -> dict:
