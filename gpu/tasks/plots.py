@@ -540,33 +540,30 @@ def dag_curves_data(results_dir) -> dict:
     return out
 
 
-DAG_TAG_LABELS = {"": "default: two-token edges, unit keys, root first",
-                  "deltaformer_keys-raw": "raw DeltaFormer keys",
-                  "root_position-last__deltaformer_keys-raw": "raw keys, root last",
-                  "edge_tokens-single": "one-token edges",
-                  "edge_tokens-single__deltaformer_keys-raw": "one-token edges, raw keys",
-                  "root_position-last": "root last",
-                  "edge_tokens-single__edge_embedding-factored": "one-token edges, E_from[u] + E_to[v]",
-                  "edge_tokens-single__edge_embedding-factored__lr-0.001": "E_from[u] + E_to[v] edges, lr 1e-3",
-                  "edge_tokens-single__edge_embedding-factored__deltaformer_write-query":
-                      "E_from[u] + E_to[v] edges, write query w_t",
-                  "edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query":
-                      "all three: E_from[u] + E_to[v] edges,\nwrite query, per-node read-out",
-                  "edge_tokens-single__output-per_node__edge_embedding-factored":
-                      "E_from[u] + E_to[v] edges, per-node read-out\n(no write query)",
-                  "output-per_node__deltaformer_write-query": "write query, per-node read-out\n(two-token edges)",
-                  "output-per_node": "per-node read-out alone",
-                  "edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__lr-0.001":
-                      "all three, lr 1e-3"}
-# panels in reading order: the default, the root's position, then the ablations as they were added
-DAG_TAG_ORDER = ("", "root_position-last", "root_position-last__deltaformer_keys-raw", "deltaformer_keys-raw",
-                 "edge_tokens-single", "edge_tokens-single__deltaformer_keys-raw",
-                 "edge_tokens-single__edge_embedding-factored", "edge_tokens-single__edge_embedding-factored__lr-0.001",
-                 "edge_tokens-single__edge_embedding-factored__deltaformer_write-query",
-                 "edge_tokens-single__output-per_node__edge_embedding-factored",
-                 "output-per_node__deltaformer_write-query", "output-per_node",
-                 "edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query",
-                 "edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__lr-0.001")
+# panel titles, in reading order (the figure draws its panels in this order): the default, the root's
+# position, then the ablations as they were added
+DAG_TAG_LABELS = {
+    "": 'default: two-token edges, unit keys, root first',
+    'root_position-last': 'root last',
+    'root_position-last__deltaformer_keys-raw': 'raw keys, root last',
+    'deltaformer_keys-raw': 'raw DeltaFormer keys',
+    'edge_tokens-single': 'one-token edges',
+    'edge_tokens-single__deltaformer_keys-raw': 'one-token edges, raw keys',
+    'edge_tokens-single__edge_embedding-factored':
+        'one-token edges, E_from[u] + E_to[v]',
+    'edge_tokens-single__edge_embedding-factored__lr-0.001':
+        'E_from[u] + E_to[v] edges, lr 1e-3',
+    'edge_tokens-single__edge_embedding-factored__deltaformer_write-query':
+        'E_from[u] + E_to[v] edges, write query w_t',
+    'edge_tokens-single__output-per_node__edge_embedding-factored':
+        'E_from[u] + E_to[v] edges, per-node read-out\n(no write query)',
+    'output-per_node__deltaformer_write-query': 'write query, per-node read-out\n(two-token edges)',
+    'output-per_node': 'per-node read-out alone',
+    'edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query':
+        'all three: E_from[u] + E_to[v] edges,\nwrite query, per-node read-out',
+    'edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__lr-0.001':
+        'all three, lr 1e-3',
+}
 
 
 def plot_dag(results_dir, out_dir) -> list[Path]:
@@ -575,7 +572,7 @@ def plot_dag(results_dir, out_dir) -> list[Path]:
     if not d:
         return []
     plt = _pyplot()
-    order = {t: i for i, t in enumerate(DAG_TAG_ORDER)}
+    order = {t: i for i, t in enumerate(DAG_TAG_LABELS)}
     tags = sorted(d, key=lambda t: (order.get(t, len(order)), t))
     ncol = min(4, len(tags))
     nrow = -(-len(tags) // ncol)

@@ -18,7 +18,6 @@ def test_every_committed_protocol_has_a_panel_title_in_words():
     assert "" in tags and len(tags) > 4
     missing = sorted(t for t in tags if t not in P.DAG_TAG_LABELS)
     assert not missing, f"add a title to plots.DAG_TAG_LABELS for {missing}"
-    assert set(P.DAG_TAG_ORDER) >= tags
 
 
 def test_the_figure_wraps_its_panels_and_draws_each(tmp_path, monkeypatch):
