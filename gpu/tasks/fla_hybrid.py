@@ -150,7 +150,8 @@ def self_check(device, T: int = 150, tol: float = 2e-3) -> dict:
     ``chunk_gated_delta_rule`` with :func:`install`'s replacement, output and the gradients of
     ``q, k, v, g, β``, against the gated delta rule token by token in float64 on the same device
     (:func:`gated_delta_rule_f64`; fp32 inputs, ``T = 150``: two full chunks and a partial one).
-    Returns ``{"passed", "max_rel_err", "tol", "T"}`` (errors relative to each tensor's max)."""
+    Returns ``{"passed", "max_rel_err", "tol", "T", "errors"}`` (each tensor's max error relative to
+    its max)."""
     dev = torch.device(device)
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
@@ -176,7 +177,8 @@ def self_check(device, T: int = 150, tol: float = 2e-3) -> dict:
             grads = torch.autograd.grad((o * do.to(dev, dtype)).sum(), xs)
         return [o.detach().double(), *(x.double() for x in grads)]
 
-    got = run(lambda q, k, v, g, b: chunk_gated_delta_rule(q, k, v, g, b)[0], torch.float32)
+    # state_v_first: the [V, K] state layout fla's GatedDeltaNet layer asks for (what MQAR runs)
+    got = run(lambda q, k, v, g, b: chunk_gated_delta_rule(q, k, v, g, b, state_v_first=True)[0], torch.float32)
     ref = run(lambda q, k, v, g, b: gated_delta_rule_f64(q, k, v, g, b, K ** -0.5), torch.float64)
     errs = [float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)) for a, b in zip(got, ref)]
     out = {"passed": bool(all(e <= tol for e in errs)), "max_rel_err": max(errs), "tol": tol, "T": T,

@@ -92,7 +92,7 @@ def test_refuses_what_it_does_not_cover():
 def _naive_chunk(scale_dq=1.0):
     from fla.ops.gated_delta_rule.naive import naive_chunk_gated_delta_rule
 
-    def op(q, k, v, g, beta):                    # fla's chunked torch reference, optionally broken in q
+XX
         return naive_chunk_gated_delta_rule(q * scale_dq, k, v, g, beta)
     return op
 
