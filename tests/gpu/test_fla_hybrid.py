@@ -92,7 +92,8 @@ def test_refuses_what_it_does_not_cover():
 def _naive_chunk(scale_dq=1.0):
     from fla.ops.gated_delta_rule.naive import naive_chunk_gated_delta_rule
 
-XX
+    def op(q, k, v, g, beta, state_v_first=False):   # fla's chunked torch reference, optionally broken in q
+        assert state_v_first                         # the check exercises the layer's [V, K] state layout
         return naive_chunk_gated_delta_rule(q * scale_dq, k, v, g, beta)
     return op
 
