@@ -21,6 +21,8 @@ if [[ "$*" == *"assocmem.gpu.tasks.campaign"* ]]; then
   for a in "$@"; do [ "$prev" = "--out" ] && out="$a"; prev="$a"; done
   mkdir -p "$out/mqar"
   echo '{}' > "$out/mqar/bl_s0.json"; echo ck > "$out/mqar/bl_s0.ckpt.pt"; echo ck > "$out/mqar/gdn_s0.ckpt.pt"
+  # large unfinished checkpoints (sparse: their size counts, their zeros compress to nothing)
+  for n in $STUB_BIG_CKPTS; do truncate -s 50M "$out/mqar/big${n}_s0.ckpt.pt"; done
   [ -n "$STUB_SLEEP" ] && sleep "$STUB_SLEEP"
 fi
 if [[ "$*" == *"assocmem gpu bench"* || "$*" == *"cpu_scan_precision.py"* ]]; then
@@ -135,3 +137,29 @@ def test_a_slow_benchmark_is_stopped_at_its_limit_and_the_campaign_still_runs(tm
     assert "assocmem.gpu.tasks.campaign" in (tmp_path / "log").read_text()
     names, _ = _packed(out)
     assert "results/bench/gpu_bench.json" in names            # what it wrote before the limit comes back
+
+
+def test_checkpoints_over_what_a_call_returns_keep_the_smallest_and_name_the_rest(tmp_path):
+    """Two 50 MB checkpoints and a small one: 88 MB come back, so the small one and one large one
+    do, and the other is named as left behind (before, all were dropped)."""
+    env, out = _env(tmp_path, STUB_BIG_CKPTS="1 2")
+    r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--call-limit-s", "300"],
+                       cwd=_checkout(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    _, ck = _packed(out)
+    assert "results/mqar/gdn_s0.ckpt.pt" in ck
+    big = [c for c in ck if "big" in c]
+    assert len(big) == 1, ck
+    left = [line for line in r.stdout.splitlines() if line.startswith("checkpoint left behind")]
+    assert len(left) == 1 and "big" in left[0] and big[0] not in left[0], r.stdout
+
+
+def test_a_background_command_runs_beside_the_campaign_and_its_log_comes_back(tmp_path):
+    env, out = _env(tmp_path)
+    r = subprocess.run(["bash", str(SCRIPT), "--bg", "echo diag-ran; echo $ROOT > $OUT/bench/root.txt",
+                        "--plan", "device5", "--call-limit-s", "300"],
+                       cwd=_checkout(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "background command: rc 0" in r.stdout and "diag-ran" in r.stdout
+    names, _ = _packed(out)
+    assert "results/bench/bg.log" in names and "results/bench/root.txt" in names
