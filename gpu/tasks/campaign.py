@@ -280,6 +280,17 @@ def device11():
     return jobs
 
 
+def device12():
+    """The sixth session's plan (issue 16, MQAR), two runs at a time: GDN on Block and Update at the
+    default rate first (does any model bind keys to values under our generator and training?  BL's
+    Block run sits at about 1/P on the test sets while its training accuracy is 0.64: it memorised
+    the pool), under ``gdn_backend=auto`` (the hybrid after its self-check)."""
+    jobs = []
+    for variant in ("block", "update"):
+        jobs += grid("mqar", ["gdn"], [0], {"variant": variant})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -299,7 +310,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12}
 
 
 def cost(job) -> float:
