@@ -13,6 +13,13 @@ core is ``assocmem.gpu.fused_recurrent_bl(q, k, v, l2, r2, None, p0,
 validate=False)`` (Triton on CUDA, the torch reference ``naive_bl`` on CPU),
 then an output projection ``H·m → d_model``.
 
+Dynamics: ``A_t = I`` (default; the ``bl_decay`` protocol option off) or, with
+``decay=True``, a learned per-token, per-head decay ``A_t = α_t I``,
+``α_t = sigmoid(w·h + b)`` (bias 4: ``α ≈ 0.982`` at the start), passed to the op
+as the log-decay ``g`` -- GDN's form of ``A_t``, and the collision tasks'
+``bl_decay``.  The paper's layer has learned structured dynamics ``A_t``; which
+ones its MQAR runs used, the notes do not say.
+
 Write mask: ``write_mask [B, T]`` (``MQARBatch.is_write``) makes a token a
 Kalman missing observation (the BL op's ``write_mask``, as in every learned
 task): its process noise still enters ``P̄``, the update does not happen, and
@@ -197,9 +204,12 @@ class BLMixer(nn.Module):
 
     def __init__(self, d_model: int, *, n_heads: int = 4, key_dim: Optional[int] = None,
                  value_dim: Optional[int] = None, groups: int = 1, p0: float = 1.0,
-                 budget: Optional[int] = STATE_BUDGET, op: str = "fused"):
+                 budget: Optional[int] = STATE_BUDGET, op: str = "fused", decay: bool = False):
         super().__init__()
         self.op = V.choice("op", op, BL_OPS)
+        if not isinstance(decay, bool):
+            raise ValueError(f"decay must be a bool (got {decay!r})")
+        self.decay = decay
         d_model = V.count("d_model", d_model, 1)
         H = V.count("n_heads", n_heads, 1)
         G = V.count("groups", groups, 1)
@@ -219,6 +229,10 @@ class BLMixer(nn.Module):
         self.gate = nn.Linear(d_model, H * (1 + G))            # ℓ² per head, r² per head and group
         nn.init.normal_(self.gate.weight, std=0.02)
         nn.init.constant_(self.gate.bias, _INV_SOFTPLUS_005)
+        if decay:                                              # A_t = α_t I per head, α_t = sigmoid(·)
+            self.decay_gate = nn.Linear(d_model, H)
+            nn.init.normal_(self.decay_gate.weight, std=0.02)
+            nn.init.constant_(self.decay_gate.bias, 4.0)      # α ≈ 0.982 at the start
         self._op = None
 
     @property
@@ -228,6 +242,7 @@ class BLMixer(nn.Module):
     def config(self) -> dict:
         return {"mixer": "bl", "n_heads": self.H, "key_dim": self.D, "value_dim": self.m, "groups": self.G,
                 "state_size": self.state_size, "p0": self.p0, "write_mask": "used",
+                "dynamics": "alpha_t I per head, alpha_t = sigmoid(.)" if self.decay else "identity",
                 "op": {"fused": "fused_recurrent_bl", "chunk": "chunk_bl"}[self.op]}
 
     def forward(self, h: torch.Tensor, write_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -246,6 +261,8 @@ class BLMixer(nn.Module):
             if write_mask.shape != (B, T):
                 raise ValueError(f"write_mask must be [B, T] = [{B}, {T}] (got {list(write_mask.shape)})")
             kw["write_mask"] = write_mask[:, :, None].expand(B, T, H).contiguous()
+        if self.decay:
+            kw["g"] = F.logsigmoid(self.decay_gate(h)).float()[..., None].expand(B, T, H, D).contiguous()
         if self._op is None:
             self._op = _resolve_bl_op(self.op)
         o, _ = self._op(q, k, v, l2, r2, None, self.p0, validate=False, **kw)

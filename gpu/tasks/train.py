@@ -200,6 +200,9 @@ PROTOCOL = {
                         ">= 3.4 and < 3.7.1, fla #640: the H200 here) and there the hybrid after its self-check "
                         "passes on the GPU, else the torch reference; hybrid: fla's kernels with the refused "
                         "one in torch (assocmem.gpu.tasks.fla_hybrid)"),
+        "bl_decay": (False, _bool, "BL mixer dynamics: A = I (ours, as in the collision tasks) or a learned "
+                                   "per-token, per-head decay A_t = alpha_t I, alpha_t = sigmoid(.) (GDN's form); "
+                                   "the paper's layer has learned structured A_t, its MQAR setting is not given"),
         "bl_op": ("fused", _choice("fused", "chunk"),
                   "BL's op on a GPU: fused_recurrent_bl (token by token) or chunk_bl (chunks of 16); both "
                   "compute the same filter exactly (checked against numerics), so this is an implementation "
@@ -262,8 +265,9 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
         bad = "supervision" if out["supervision"] != "every" else "pos"
         raise ValueError(f"protocol {bad}: applies to the plain swap models (transformer-*, deltaformer-*), "
                          f"not {model!r}")
-    if task == "mqar" and out["bl_op"] != "fused" and model is not None and model != "bl":
-        raise ValueError(f"protocol bl_op: applies to bl, not {model!r}")
+    for opt, off in (("bl_op", "fused"), ("bl_decay", False)):
+        if task == "mqar" and out[opt] != off and model is not None and model != "bl":
+            raise ValueError(f"protocol {opt}: applies to bl, not {model!r}")
     if task == "mqar" and out["gdn_backend"] != "auto" and model is not None and model not in ("gdn", "gdn-conv"):
         raise ValueError(f"protocol gdn_backend: applies to gdn and gdn-conv, not {model!r}")
     if task == "dag_reachability" and out["deltaformer_keys"] != "unit" and model is not None \
@@ -363,7 +367,7 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
         cfg = Mq.train_configs(pr["variant"])[0][0]
         kw = {"backend": pr["gdn_backend"]} if model in ("gdn", "gdn-conv") else {}
         if model == "bl":
-            kw = {"op": pr.get("bl_op", "fused")}
+            kw = {"op": pr.get("bl_op", "fused"), "decay": pr.get("bl_decay", False)}
         return MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=pr["d_model"], n_layers=2, mixer=model, **kw)
     if task == "dag_reachability":
         cfg = dag_config(pr)
