@@ -291,6 +291,16 @@ def device12():
     return jobs
 
 
+def device12b():
+    """That session's last call: BL on Block at lr 3e-3, alone on the H200 (about 60 steps/s: 40 epochs
+    in about 5 minutes).  The 4-epoch pilot learned fastest at 3e-3, and the paper picks the rate per
+    model from a grid by validation accuracy, so this run is needed before BL's Block reading (0.02 at
+    16 pairs at 1e-3) is read against the paper.  A fresh-data probe on the GPU
+    (``scripts/mqar_mixer_probe.py``: BL with and without ``bl_decay`` and GDN, 2-3k steps) put every
+    mixer at about 1/P by then, so decay is not yet separable from the plateau there."""
+    return grid("mqar", ["bl"], [0], {"variant": "block", "lr": 3e-3})
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -310,7 +320,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b}
 
 
 def cost(job) -> float:
