@@ -68,8 +68,13 @@ def run(spec: str, a, device) -> dict:
     from assocmem.gpu.tasks import mqar as Mq
 
     torch.manual_seed(a.seed)
-    cfgs, w = Mq.train_configs(a.variant, vocab_size=a.vocab)
-    test = Mq.testset_configs(a.variant, vocab_size=a.vocab)
+    if a.config:                           # one configuration, trained and tested on (a small-scale probe)
+        T, P, b = (int(x) for x in a.config.split(","))
+        cfgs, w = [Mq.MQARConfig(T, P, block_size=b, vocab_size=a.vocab)], [1.0]
+        test = cfgs
+    else:
+        cfgs, w = Mq.train_configs(a.variant, vocab_size=a.vocab)
+        test = Mq.testset_configs(a.variant, vocab_size=a.vocab)
     net = build(spec, cfgs[0].n_tokens, a.vocab, a.d_model).to(device)
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
     gen = torch.Generator().manual_seed(a.seed)
@@ -104,6 +109,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("specs", nargs="+")
     p.add_argument("--variant", default="block", choices=("update", "block"))
+    p.add_argument("--config", default="", help="T,P,b: train and test on this one configuration instead")
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--vocab", type=int, default=256)
@@ -115,12 +121,14 @@ def main(argv=None) -> int:
     p.add_argument("--log-every", type=int, default=100)
     p.add_argument("--max-s", type=float, default=0.0, help="stop a run's training after this many seconds")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
     out = Path(a.out)
     if out.exists() or out.with_suffix(".tmp").exists():
         p.error(f"--out {out}: exists; this probe never overwrites a result")
     device = torch.device(a.device)
+    torch.set_num_threads(a.threads) if a.threads else None
     import os
     res = {"probe": "mqar_mixer_probe", "settings": {k: v for k, v in vars(a).items() if k != "specs"},
            "commit": os.environ.get("ASSOCMEM_COMMIT", "unknown"), "torch": torch.__version__,

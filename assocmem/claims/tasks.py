@@ -847,6 +847,8 @@ def mqar(ev: Evidence) -> None:
                 float(r["protocol"].get("lr", PROTOCOL["mqar"]["lr"][0])))
     grid = {k: sorted(v) for k, v in sorted(grid.items())}
     ev.record(lr_grid=list(MQAR_LR_GRID), lrs_run=grid)
+    memo = _mqar_memorisation(res)
+    ev.record(memorisation=memo)
     _judge(ev, mqar_trends, res)
     so_far = [f"{m} at 16 updates {a:.2f}" for m, a in sorted(up.items())] + \
              [f"{m} at 16 pairs {a:.2f}" for m, a in sorted(bk.items())]
@@ -856,6 +858,36 @@ def mqar(ev: Evidence) -> None:
                        + (f" [learning rates run: " + "; ".join(f"{k} {', '.join(f'{x:g}' for x in grid[k])}"
                                                              for k in short)
                           + f" of {', '.join(f'{x:g}' for x in MQAR_LR_GRID)}]" if short else ""))
+    gaps = [f"{k} trained to {m['final_train_acc']:.2f} on its pool but tests at "
+            f"{m['test_acc_on_training_configs']:.2f} on the same configurations (1/P: "
+            f"{m['one_of_the_values']:.2f})" for k, m in memo.items() if m["gap"] >= 0.3]
+    if gaps:
+        ev.summary += "; memorised its training pool: " + "; ".join(gaps)
+
+
+def _mqar_memorisation(res) -> dict:
+    """Per chosen seed-0 run of the default protocol: the final training accuracy (the mean of the last
+    8 logged batches, on the fixed pool) against the test accuracy on the configurations it trained on
+    (fresh sequences of the same lengths and pair counts: Block's 2-8 pairs, Update's 128/16 at every
+    update count), and the accuracy of naming one of the sequence's P values at random (1/P; Update: the
+    16 current values).  A large gap is a model that learned its pool, not the in-context binding."""
+    from assocmem.gpu.tasks import mqar as Mq
+
+    out = {}
+    for r in res:
+        v = r["protocol"].get("variant", "base")
+        if r["seed"] != 0 or r["_tag"] or v == "base" or not r.get("curve"):
+            continue
+        rows = [x for x in r["eval"].get("test", []) if v == "update" or x["n_pairs"] in Mq.BLOCK_TRAIN_PAIRS]
+        if not rows:
+            continue
+        train = sum(x["acc"] for x in r["curve"][-8:]) / len(r["curve"][-8:])
+        test = sum(x["acc"] for x in rows) / len(rows)
+        out[f"{r['model']} {v}"] = {"lr": r["protocol"].get("lr"), "final_train_acc": round(train, 4),
+                                    "test_acc_on_training_configs": round(test, 4),
+                                    "one_of_the_values": round(sum(1 / x["n_pairs"] for x in rows) / len(rows), 4),
+                                    "gap": round(train - test, 4)}
+    return out
 
 
 def _mqar_acc(res, variant, xkey, x) -> dict:

@@ -612,6 +612,9 @@ MQAR_PANELS = (("base", "d_model", "model width", "Base: length 512, 64 pairs (F
                ("update", "n_updates", "updates (test: length 128, 16 pairs)", "Update (Fig. 4b)"),
                ("block", "n_pairs", "pairs (test: length 128, block 2)", "Block (Fig. 4c)"))
 MQAR_LABELS = {"bl": "BL", "gdn": "GDN", "gdn-conv": "GDN + conv", "mamba2": "Mamba2"}
+# the notes' readings of the paper's Fig. 4 at x = 16 (published inputs, drawn as hollow markers, never as ours)
+MQAR_PAPER_READINGS = {"update": {"bl": 0.88, "gdn": 0.98, "gdn-conv": 0.60, "mamba2": 0.60},
+                       "block": {"bl": 0.75, "gdn": 1.0}}
 
 
 def mqar_data(results_dir) -> dict:
@@ -677,11 +680,19 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                     ax.plot(c["x"], c["acc"], marker="o", ms=2.5, color=colors[m], label=MQAR_LABELS[m])
             if v == "base":
                 ax.set_xscale("log", base=2)
+            else:
+                for m, a in MQAR_PAPER_READINGS[v].items():
+                    ax.plot([16], [a], marker="o", ms=5, mfc="none", mew=0.9, ls="none", color=colors[m],
+                            label=f"{MQAR_LABELS[m]}, paper (notes' reading)")
+                xs = list(range(2 if v == "block" else 0, 17, 2))
+                # naming one of the sequence's values at random: 1/P (Update: the 16 current values)
+                ax.plot(xs, [1 / x if v == "block" else 1 / 16 for x in xs], ls="--", lw=0.8, color="0.55",
+                        label="one of the P values at random (1/P)")
             ax.set_title(title, fontsize=7)
             ax.set_xlabel(xlabel)
             if not d.get(v):
                 ax.text(0.5, 0.5, "no finished run", transform=ax.transAxes, ha="center", fontsize=7, color="0.4")
-            elif ax.get_legend_handles_labels()[0]:
+            if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=5)
         axs[0].set_ylabel("test query accuracy")
         fig.suptitle("MQAR, one shared vocabulary of 8,192, 8,192 state per layer (BL Fig. 4); each model at its "

@@ -395,3 +395,24 @@ def test_a_finished_arm_that_breaks_a_reading_decides_it_before_the_others_finis
     _dag(tmp_path, {"transformer-4": 0.995})                     # above the fast DeltaFormers' 0.99
     got = {k: o for k, _, o in dag_trends(tasks._results("dag_reachability"))}
     assert got["dag.deltaformer_above_transformers"] is False
+
+
+def test_mqar_names_a_run_that_memorised_its_pool(tmp_path, monkeypatch):
+    """A Block run whose last training batches are near 1 but whose test accuracy on its own training
+    configurations (2-8 pairs) is near 1/P is said to have memorised its pool, with the three numbers;
+    a run that generalises (test near its training accuracy) is not."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    rows = [{"config": f"P{p}", "n_pairs": p, "block_size": 2, "acc": 1 / p} for p in (2, 4, 6, 8, 16)]
+    curve = [{"step": 25 * i, "loss": 0.1, "acc": 0.99} for i in range(1, 11)]
+    _write(tmp_path, "mqar", "bl", 0, {"test": rows}, protocol={"variant": "block"}, curve=curve, tag="variant-block")
+    r = _claim("task.mqar").run()
+    m = r.computed["memorisation"]["bl block"]
+    assert m["final_train_acc"] == 0.99 and m["one_of_the_values"] == round((1 / 2 + 1 / 4 + 1 / 6 + 1 / 8) / 4, 4)
+    assert m["test_acc_on_training_configs"] == m["one_of_the_values"]             # 16 pairs left out
+    assert "memorised its training pool: bl block trained to 0.99 on its pool but tests at 0.26" in r.detail, r.detail
+    good = [{**x, "acc": 0.97} for x in rows]
+    _write(tmp_path, "mqar", "bl", 0, {"test": good}, protocol={"variant": "block"}, curve=curve, tag="variant-block")
+    r = _claim("task.mqar").run()
+    assert r.computed["memorisation"]["bl block"]["gap"] == 0.02 and "memorised" not in r.detail, r.detail

@@ -129,3 +129,49 @@ def test_cli_refuses_a_cpu_mqar_run_past_the_time_limit(tmp_path, capsys, monkey
     assert rc == 2 and len(err) == 1, err
     assert "--steps 25000 (default)" in err[0] and "128 tokens a sequence" in err[0], err
     assert not any(tmp_path.iterdir())
+
+
+def test_bl_decay_is_the_filter_with_diagonal_dynamics_alpha_t_I():
+    """bl_decay=true: BL's mixer runs the filter with A_t = α_t I per head, α_t = sigmoid(w·h + b) from
+    its decay gate, write mask included.  Checked against numerics' float64 filter (bl_filter with
+    alpha = α_t on every key channel) fed the mixer's own q, k, v, ℓ², r² and α; a recorded, tagged
+    protocol choice (A = I is the default) that only BL takes."""
+    import numpy as np
+    import torch.nn.functional as F
+    from assocmem.numerics.bl_filter import bl_filter
+
+    pr = Tr.resolve_protocol("mqar", {"bl_decay": True}, "bl")
+    assert "bl_decay" in Tr.protocol_tag("mqar", pr)
+    torch.manual_seed(3)
+    net = Tr.build_model("mqar", "bl", {**pr, "d_model": 32})
+    mix = net.mixers[0]
+    assert mix.config()["dynamics"].startswith("alpha_t I") and mix.decay
+    with torch.no_grad():                                          # a decay far from 1, so that it matters
+        mix.decay_gate.bias.fill_(0.5)
+        mix.decay_gate.weight.normal_(0, 0.5)
+    B, T = 2, 24
+    h = torch.randn(B, T, 32, generator=torch.Generator().manual_seed(4))
+    wm = torch.rand(B, T, generator=torch.Generator().manual_seed(5)) < 0.7
+    out = mix(h, wm)
+    H, D, m = mix.H, mix.D, mix.m
+    with torch.no_grad():
+        q = F.normalize(mix.q_proj(h).reshape(B, T, H, D), dim=-1).double().numpy()
+        k = F.normalize(mix.k_proj(h).reshape(B, T, H, D), dim=-1).double().numpy()
+        v = mix.v_proj(h).reshape(B, T, H, m).double().numpy()
+        g = mix.gate(h).double()
+        l2 = F.softplus(g[..., :H]).numpy()
+        r2 = (F.softplus(g[..., H:]) + 1e-4).numpy()
+        a = torch.sigmoid(mix.decay_gate(h).double()).numpy()
+        assert a.min() < 0.9                                       # the decay is not a no-op here
+        ys = np.zeros((B, T, H, m))
+        for bi in range(B):
+            for hi in range(H):
+                tr = bl_filter(k[bi, :, hi], v[bi, :, hi], q[bi, :, hi], l2=l2[bi, :, hi], r2=r2[bi, :, hi],
+                               p0=mix.p0, alpha=np.repeat(a[bi, :, hi, None], D, -1), write_mask=wm[bi].numpy())
+                ys[bi, :, hi] = tr.y
+        ref = mix.o_proj(torch.from_numpy(ys.reshape(B, T, H * m)).float())
+    torch.testing.assert_close(out, ref, rtol=2e-4, atol=2e-5)
+    off = Tr.build_model("mqar", "bl", {**Tr.resolve_protocol("mqar", {}, "bl"), "d_model": 32}).mixers[0]
+    assert not hasattr(off, "decay_gate") and off.config()["dynamics"] == "identity"
+    with pytest.raises(ValueError, match="protocol bl_decay: applies to bl"):
+        Tr.resolve_protocol("mqar", {"bl_decay": "true"}, "gdn")

@@ -301,4 +301,22 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     assert d["base"]["bl"] == {"x": [64, 128], "acc": [0.3, 0.6]}
     paths = plots.plot_mqar(tmp_path, tmp_path / "fig")
     assert {p.name for p in paths} == {"mqar.pdf", "mqar.png"} and all(p.stat().st_size > 1000 for p in paths)
+    # what a reader sees: the runs, the notes' readings as labelled reference points, the 1/P line
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    captured = {}
+    orig = plots._save
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(plots, "_save", lambda fig, d, name: captured.setdefault("fig", fig) and orig(fig, d, name))
+    monkey.setattr(plt, "close", lambda fig=None: None)
+    try:
+        plots.plot_mqar(tmp_path, tmp_path / "fig3")
+    finally:
+        monkey.undo()
+    ax_update = captured["fig"].axes[1]
+    labels = ax_update.get_legend_handles_labels()[1]
+    assert "BL" in labels and "BL, paper (notes' reading)" in labels and "one of the P values at random (1/P)" in labels
+    ref = [ln for ln in ax_update.lines if ln.get_label() == "BL, paper (notes' reading)"][0]
+    assert list(ref.get_xdata()) == [16] and list(ref.get_ydata()) == [0.88]
     assert plots.plot_mqar(tmp_path / "none", tmp_path / "fig2") == []
