@@ -127,6 +127,18 @@ def main(argv=None) -> int:
     out = Path(a.out)
     if out.exists() or out.with_suffix(".tmp").exists():
         p.error(f"--out {out}: exists; this probe never overwrites a result")
+    from assocmem.gpu.tasks.names import MQAR_MODELS
+    for spec in a.specs:
+        name, _, opt = spec.partition(":")
+        if name not in MQAR_MODELS or (opt and (name, opt) != ("bl", "decay")):
+            p.error(f"spec {spec!r}: expected one of {', '.join(MQAR_MODELS)}, or bl:decay")
+    if a.config:
+        try:
+            T, P, b = (int(x) for x in a.config.split(","))
+            from assocmem.gpu.tasks import mqar as Mq
+            Mq.MQARConfig(T, P, block_size=b, vocab_size=a.vocab)
+        except ValueError as e:
+            p.error(f"--config {a.config}: {e if ',' in a.config else 'expected T,P,b'}")
     device = torch.device(a.device)
     torch.set_num_threads(a.threads) if a.threads else None
     import os

@@ -1,0 +1,47 @@
+"""scripts/mqar_mixer_probe.py: the fresh-data MQAR probe (issue 16) runs, records, never overwrites."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytestmark = pytest.mark.gpu
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "mqar_mixer_probe.py"
+
+
+def _run(*args, cwd):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_probe_trains_on_fresh_batches_and_reports_accuracy_per_pair_count(tmp_path):
+    out = tmp_path / "probe.json"
+    p = _run("bl", "bl:decay", "--config", "16,2,2", "--vocab", "16", "--d-model", "16", "--batch-size", "4",
+             "--steps", "3", "--log-every", "1", "--n-test", "8", "--threads", "1", "--out", str(out), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(out.read_text())
+    assert [r["spec"] for r in d["runs"]] == ["bl", "bl:decay"]
+    for r in d["runs"]:
+        assert r["steps_done"] == 3 and [c["step"] for c in r["curve"]] == [1, 2, 3]
+        (row,) = r["test"]
+        assert row["n_pairs"] == 2 and 0.0 <= row["acc"] <= 1.0 and row["chance_one_of_values"] == 0.5
+    assert d["settings"]["config"] == "16,2,2" and "commit" in d
+    assert "bl P2U0:" in p.stdout
+
+
+def test_probe_refuses_to_overwrite_and_names_the_flag(tmp_path):
+    out = tmp_path / "probe.json"
+    out.write_text("{}")
+    p = _run("bl", "--steps", "1", "--out", str(out), cwd=tmp_path)
+    assert p.returncode == 2 and "--out" in p.stderr and "never overwrites" in p.stderr
+    assert out.read_text() == "{}"
+
+
+def test_probe_names_a_bad_spec(tmp_path):
+    out = tmp_path / "probe.json"
+    p = _run("bl:fast", "--config", "16,2,2", "--vocab", "16", "--d-model", "16", "--batch-size", "2", "--steps", "1",
+             "--out", str(out), cwd=tmp_path)
+    assert p.returncode == 2 and "spec" in p.stderr and "bl:fast" in p.stderr and not out.exists()
+    assert "Traceback" not in p.stderr
