@@ -12,6 +12,8 @@ context from the pool and the 8,192-token vocabulary; it is not the paper's prot
     python scripts/mqar_mixer_probe.py --variant block --steps 3000 --out probe.json \\
         bl bl:decay gdn
 
+``--backbone zoology`` puts Zoology's gated short convolution (width 3) before each
+mixer instead of our MLP after it (the ``backbone`` protocol option).
 A spec is ``bl``, ``bl:decay`` (the ``bl_decay`` protocol option: ``A_t = α_t I``),
 ``gdn``, ``gdn-conv`` or ``mamba2`` (the last three need flash-linear-attention).
 """
@@ -27,7 +29,7 @@ from pathlib import Path
 import torch
 
 
-def build(spec: str, n_tokens: int, n_classes: int, d_model: int):
+def build(spec: str, n_tokens: int, n_classes: int, d_model: int, backbone: str = "mlp"):
     from assocmem.gpu.tasks.mqar_models import MQARModel
 
     name, _, opt = spec.partition(":")
@@ -38,7 +40,7 @@ def build(spec: str, n_tokens: int, n_classes: int, d_model: int):
             raise ValueError(f"spec: bl takes ':decay' or nothing (got {spec!r})")
     elif opt:
         raise ValueError(f"spec: only bl takes an option (got {spec!r})")
-    return MQARModel(n_tokens, n_classes, d_model=d_model, n_layers=2, mixer=name, **kw)
+    return MQARModel(n_tokens, n_classes, d_model=d_model, n_layers=2, mixer=name, backbone=backbone, **kw)
 
 
 def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
@@ -75,7 +77,7 @@ def run(spec: str, a, device) -> dict:
     else:
         cfgs, w = Mq.train_configs(a.variant, vocab_size=a.vocab)
         test = Mq.testset_configs(a.variant, vocab_size=a.vocab)
-    net = build(spec, cfgs[0].n_tokens, a.vocab, a.d_model).to(device)
+    net = build(spec, cfgs[0].n_tokens, a.vocab, a.d_model, a.backbone).to(device)
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
     gen = torch.Generator().manual_seed(a.seed)
     pick = torch.tensor(w, dtype=torch.float64)
@@ -109,6 +111,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("specs", nargs="+")
     p.add_argument("--variant", default="block", choices=("update", "block"))
+    p.add_argument("--backbone", default="mlp", choices=("mlp", "zoology"),
+                   help="the MQAR backbone (the backbone protocol option)")
     p.add_argument("--config", default="", help="T,P,b: train and test on this one configuration instead")
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--batch-size", type=int, default=32)

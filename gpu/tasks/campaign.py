@@ -301,6 +301,23 @@ def device12b():
     return grid("mqar", ["bl"], [0], {"variant": "block", "lr": 3e-3})
 
 
+def device13():
+    """The next session's plan (issue 16, MQAR), one BL run at a time (``--workers-per-device 1``: alone a
+    BL run makes about 60 steps/s, a 40-epoch Block run takes about 6 minutes with its start).  BL on Block
+    memorised its pool under our backbone and stayed at 1/P on fresh data; Zoology's MQAR harness, which
+    the paper modified, puts a gated short convolution of width 3 before every mixer (our option
+    ``backbone=zoology``), which gives each token the two before it, as Block's ``A B 4 5`` needs.  So:
+    BL on Block and Update under ``backbone=zoology`` at the pilot's best rate (3e-3), then the grid's
+    missing rate for BL on Block under ours, then BL with ``bl_decay``.  GDN (about 25 minutes a run
+    alone on the hybrid core) comes after, under whichever backbone these runs decide."""
+    jobs = []
+    for variant in ("block", "update"):
+        jobs += grid("mqar", ["bl"], [0], {"variant": variant, "backbone": "zoology", "lr": 3e-3})
+    jobs += grid("mqar", ["bl"], [0], {"variant": "block", "lr": 3e-4})
+    jobs += grid("mqar", ["bl"], [0], {"variant": "block", "bl_decay": True, "lr": 3e-3})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -320,7 +337,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13}
 
 
 def cost(job) -> float:

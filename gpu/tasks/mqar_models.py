@@ -4,6 +4,13 @@ Backbone (:class:`MQARModel`): token embedding (``n_tokens`` rows: the shared
 vocabulary and ``PAD``), ``n_layers = 2`` pre-norm residual blocks
 ``h += mixer(LN h, write_mask); h += MLP(LN h)``, a final LayerNorm and a
 linear read-out over the ``vocab_size`` value ids (the labels are value ids).
+``backbone="zoology"`` (the ``backbone`` protocol option) builds Zoology's MQAR
+harness as we read it instead: ``h += conv(LN h); h += mixer(LN h, write_mask)``
+per mixer layer, ``conv`` a gated short convolution of width 3
+(:class:`GatedShortConv`, Zoology's ``BaseConv``: in its MQAR configurations
+every model is a ``Hybrid`` of that convolution and the mixer), and no MLP.
+Positions are not embedded in either (Zoology's MQAR models set
+``max_position_embeddings = 0``).
 
 BL mixer (:class:`BLMixer`): learned projections ``q = W_q h``, ``k = W_k h``
 (both L2-normalised per head), ``v = W_v h``; per-token gates
@@ -441,6 +448,28 @@ _MIXER_CLASSES = {"bl": BLMixer, "gdn": GDNMixer, "gdn-conv": functools.partial(
 MixerFactory = Callable[[int], nn.Module]
 
 
+BACKBONES = ("mlp", "zoology")
+ZOOLOGY_CONV_WIDTH = 3        # Zoology's MQAR configurations: BaseConv with kernel_size=3
+
+
+class GatedShortConv(nn.Module):
+    """Zoology's ``BaseConv`` block as we read it: ``y = conv(u) ⊙ (W u + b)``, ``conv`` a causal depthwise
+    convolution of width ``width`` (each channel sees its token and the ``width - 1`` before it).  The
+    residual is added by :class:`MQARModel`; the write mask does not apply (it is a local mix, not a memory)."""
+
+    def __init__(self, d_model: int, width: int = ZOOLOGY_CONV_WIDTH):
+        super().__init__()
+        d = V.count("d_model", d_model, 1)
+        self.width = V.count("width", width, 1)
+        self.conv = nn.Conv1d(d, d, self.width, groups=d, padding=self.width - 1)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, h: torch.Tensor, write_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        T = h.shape[1]
+        c = self.conv(h.transpose(1, 2))[..., :T].transpose(1, 2)      # causal: drop the right padding
+        return c * self.proj(h)
+
+
 class MQARModel(nn.Module):
     """Token embedding, ``n_layers`` (mixer, MLP) pre-norm blocks, read-out over the value ids.
 
@@ -451,8 +480,9 @@ class MQARModel(nn.Module):
     """
 
     def __init__(self, n_tokens: int, n_classes: int, *, d_model: int = 128, n_layers: int = 2,
-                 mixer: Union[str, MixerFactory] = "bl", mlp_ratio: int = 4, **mixer_kw):
+                 mixer: Union[str, MixerFactory] = "bl", mlp_ratio: int = 4, backbone: str = "mlp", **mixer_kw):
         super().__init__()
+        self.backbone = V.choice("backbone", backbone, BACKBONES)
         n_tokens = V.count("n_tokens", n_tokens, 2)
         n_classes = V.count("n_classes", n_classes, 2)
         d_model = V.count("d_model", d_model, 1)
@@ -471,7 +501,10 @@ class MQARModel(nn.Module):
         self.mixers = nn.ModuleList(factory(d_model) for _ in range(n_layers))
         self.norm1 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
         self.norm2 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
-        self.mlps = nn.ModuleList(MLP(d_model, mlp_ratio) for _ in range(n_layers))
+        if backbone == "mlp":          # each mixer layer followed by an MLP
+            self.mlps = nn.ModuleList(MLP(d_model, mlp_ratio) for _ in range(n_layers))
+        else:                          # Zoology's hybrid: a gated short convolution before each mixer, no MLP
+            self.convs = nn.ModuleList(GatedShortConv(d_model) for _ in range(n_layers))
         self.out_norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, n_classes)
         self.mixer_name = mixer if isinstance(mixer, str) else "custom"
@@ -485,13 +518,20 @@ class MQARModel(nn.Module):
         first = self.mixers[0]
         mix = first.config() if hasattr(first, "config") else {"mixer": self.mixer_name}
         return {"d_model": self.d_model, "n_layers": self.n_layers, "state_budget": STATE_BUDGET, **mix,
-                "state_sizes": self.state_sizes()}
+                "state_sizes": self.state_sizes(),
+                "backbone": ("pre-norm (mixer, MLP) x n_layers" if self.backbone == "mlp" else
+                             f"pre-norm (gated short conv of width {ZOOLOGY_CONV_WIDTH}, mixer) x n_layers, no MLP")}
 
     def forward(self, tokens: torch.Tensor, write_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         h = self.embed(tokens)
-        for mix, n1, n2, mlp in zip(self.mixers, self.norm1, self.norm2, self.mlps):
-            h = h + mix(n1(h), write_mask)
-            h = h + mlp(n2(h))
+        if self.backbone == "mlp":
+            for mix, n1, n2, mlp in zip(self.mixers, self.norm1, self.norm2, self.mlps):
+                h = h + mix(n1(h), write_mask)
+                h = h + mlp(n2(h))
+        else:
+            for mix, n1, n2, conv in zip(self.mixers, self.norm1, self.norm2, self.convs):
+                h = h + conv(n2(h))
+                h = h + mix(n1(h), write_mask)
         return self.head(self.out_norm(h))
 
 

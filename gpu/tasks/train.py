@@ -200,6 +200,10 @@ PROTOCOL = {
                         ">= 3.4 and < 3.7.1, fla #640: the H200 here) and there the hybrid after its self-check "
                         "passes on the GPU, else the torch reference; hybrid: fla's kernels with the refused "
                         "one in torch (assocmem.gpu.tasks.fla_hybrid)"),
+        "backbone": ("mlp", _choice("mlp", "zoology"),
+                     "the blocks around the two mixer layers: ours, pre-norm (mixer, MLP) x 2; or Zoology's MQAR "
+                     "harness as we read it, a gated short convolution of width 3 (its BaseConv) before each mixer "
+                     "and no MLP (the paper changed Zoology's generator; its blocks are not given)"),
         "bl_decay": (False, _bool, "BL mixer dynamics: A = I (ours, as in the collision tasks) or a learned "
                                    "per-token, per-head decay A_t = alpha_t I, alpha_t = sigmoid(.) (GDN's form); "
                                    "the paper's layer has learned structured A_t, its MQAR setting is not given"),
@@ -368,7 +372,8 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
         kw = {"backend": pr["gdn_backend"]} if model in ("gdn", "gdn-conv") else {}
         if model == "bl":
             kw = {"op": pr.get("bl_op", "fused"), "decay": pr.get("bl_decay", False)}
-        return MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=pr["d_model"], n_layers=2, mixer=model, **kw)
+        return MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=pr["d_model"], n_layers=2, mixer=model,
+                         backbone=pr.get("backbone", "mlp"), **kw)
     if task == "dag_reachability":
         cfg = dag_config(pr)
         fact = cfg.n_nodes if pr.get("edge_embedding", "table") == "factored" else 0

@@ -175,3 +175,33 @@ def test_bl_decay_is_the_filter_with_diagonal_dynamics_alpha_t_I():
     assert not hasattr(off, "decay_gate") and off.config()["dynamics"] == "identity"
     with pytest.raises(ValueError, match="protocol bl_decay: applies to bl"):
         Tr.resolve_protocol("mqar", {"bl_decay": "true"}, "gdn")
+
+
+def test_zoology_backbone_puts_a_causal_width_3_gated_conv_before_each_mixer():
+    """backbone=zoology: a gated short convolution (Zoology's BaseConv, width 3) before each of the two
+    mixer layers and no MLP.  The convolution is causal and sees exactly its token and the two before
+    it (Block's A B 4 5 needs two back); the mixers' state is unchanged; the option is tagged."""
+    from assocmem.gpu.tasks.mqar_models import GatedShortConv
+
+    pr = Tr.resolve_protocol("mqar", {"backbone": "zoology"}, "bl")
+    assert "backbone-zoology" in Tr.protocol_tag("mqar", pr)
+    torch.manual_seed(0)
+    net = Tr.build_model("mqar", "bl", {**pr, "d_model": 32})
+    ref = Tr.build_model("mqar", "bl", {**Tr.resolve_protocol("mqar", {}, "bl"), "d_model": 32})
+    assert len(net.convs) == 2 and not hasattr(net, "mlps") and len(ref.mlps) == 2 and not hasattr(ref, "convs")
+    assert net.state_sizes() == ref.state_sizes() == [8192, 8192]
+    assert "gated short conv of width 3" in net.config()["backbone"]
+    conv = GatedShortConv(8)
+    h = torch.randn(1, 12, 8, generator=torch.Generator().manual_seed(1))
+    y = conv(h)
+    for back, changes in ((0, True), (1, True), (2, True), (3, False)):
+        h2 = h.clone()
+        h2[0, 9 - back] += 1.0
+        d = (conv(h2) - y).abs().sum(-1)[0]
+        assert bool(d[9] > 1e-6) is changes, (back, d)
+        assert float(d[: 9 - back].sum()) == 0.0                                    # nothing earlier moves
+    tok = torch.randint(0, Mq.VOCAB, (2, 20), generator=torch.Generator().manual_seed(2))
+    wm = torch.rand(2, 20, generator=torch.Generator().manual_seed(3)) < 0.6
+    assert net(tok, wm).shape == (2, 20, Mq.VOCAB)
+    with pytest.raises(ValueError, match="backbone"):
+        Tr.resolve_protocol("mqar", {"backbone": "hyena"}, "bl")
