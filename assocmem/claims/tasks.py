@@ -863,6 +863,37 @@ def mqar(ev: Evidence) -> None:
             f"{m['one_of_the_values']:.2f})" for k, m in memo.items() if m["gap"] >= 0.3]
     if gaps:
         ev.summary += "; memorised its training pool: " + "; ".join(gaps)
+    probes = _mqar_probes()
+    if probes:
+        ev.record(fresh_data_probes=probes)
+        both = [b for b in probes["by_backbone"] if "mlp" in b and "zoology" in b]
+        for cfg in sorted({b["probe"] for b in both}):
+            pairs = [f"{b['spec']} {b['mlp']:.2f} -> {b['zoology']:.2f}" for b in both if b["probe"] == cfg]
+            ev.summary += (f"; fresh-data probe ({cfg}; not the paper's protocol), test accuracy under our "
+                           f"backbone -> backbone=zoology: " + ", ".join(pairs))
+
+
+def _mqar_probes() -> dict:
+    """The fresh-data probes in ``results/mqar/probes/`` (``scripts/mqar_mixer_probe.py``): every run's
+    settings and test accuracy, and, per one-configuration probe (``--config``) and mixer spec, the test
+    accuracy under each backbone (the ``backbone`` option measured side by side)."""
+    d = RESULTS / "mqar" / "probes" if RESULTS is not None else None
+    if d is None or not d.is_dir():
+        return {}
+    runs, by = [], {}
+    for path in sorted(d.glob("*.json")):
+        rec = json.loads(path.read_text())
+        st = rec.get("settings", {})
+        for r in rec.get("runs", []):
+            row = {"file": path.name, "spec": r["spec"], "variant": st.get("variant"), "config": st.get("config") or None,
+                   "vocab": st.get("vocab"), "lr": st.get("lr"), "backbone": st.get("backbone", "mlp"),
+                   "device": rec.get("device_name"), "steps": r.get("steps_done"),
+                   "test": {f"P{t['n_pairs']}U{t['n_updates']}": round(t["acc"], 4) for t in r.get("test", [])}}
+            runs.append(row)
+            if row["config"] and len(r.get("test", [])) == 1:
+                key = (f"T,P,b = {row['config']}, vocab {row['vocab']}, {row['steps']} steps", row["spec"])
+                by.setdefault(key, {})[row["backbone"]] = r["test"][0]["acc"]
+    return {"runs": runs, "by_backbone": [{"probe": k[0], "spec": k[1], **v} for k, v in sorted(by.items())]}
 
 
 def _mqar_memorisation(res) -> dict:

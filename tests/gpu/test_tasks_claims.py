@@ -416,3 +416,29 @@ def test_mqar_names_a_run_that_memorised_its_pool(tmp_path, monkeypatch):
     _write(tmp_path, "mqar", "bl", 0, {"test": good}, protocol={"variant": "block"}, curve=curve, tag="variant-block")
     r = _claim("task.mqar").run()
     assert r.computed["memorisation"]["bl block"]["gap"] == 0.02 and "memorised" not in r.detail, r.detail
+
+
+def test_mqar_reports_fresh_data_probes_side_by_side_per_backbone(tmp_path, monkeypatch):
+    """Probes of one configuration under both backbones are put side by side in the line a user reads,
+    said not to be the paper's protocol; a probe under one backbone only is recorded but not compared."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    _mqar(tmp_path, "block", {"bl": 0.02}, "n_pairs")
+    d = tmp_path / "mqar" / "probes"
+    d.mkdir(parents=True)
+
+    def probe(name, backbone, accs, config="24,4,2"):
+        runs = [{"spec": s, "steps_done": 2500, "curve": [],
+                 "test": [{"n_pairs": 4, "n_updates": 0, "seq_len": 24, "acc": a}]} for s, a in accs.items()]
+        (d / name).write_text(json.dumps({"settings": {"config": config, "vocab": 64, "lr": 3e-3, "backbone": backbone,
+                                                       "variant": "block"}, "device_name": "cpu", "runs": runs}))
+
+    probe("a.json", "mlp", {"bl": 0.71, "gdn": 0.24})
+    r = _claim("task.mqar").run()
+    assert len(r.computed["fresh_data_probes"]["runs"]) == 2 and "fresh-data probe" not in r.detail
+    probe("b.json", "zoology", {"bl": 0.99, "gdn": 0.97})
+    r = _claim("task.mqar").run()
+    assert ("fresh-data probe (T,P,b = 24,4,2, vocab 64, 2500 steps; not the paper's protocol), test accuracy "
+            "under our backbone -> backbone=zoology: bl 0.71 -> 0.99, gdn 0.24 -> 0.97") in r.detail, r.detail
+    assert r.status == "pending"                                  # probes never decide a reading
