@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -41,12 +40,6 @@ def build(spec: str, n_tokens: int, n_classes: int, d_model: int, backbone: str 
     elif opt:
         raise ValueError(f"spec: only bl takes an option (got {spec!r})")
     return MQARModel(n_tokens, n_classes, d_model=d_model, n_layers=2, mixer=name, backbone=backbone, **kw)
-
-
-def lr_at(step: int, total: int, peak: float, warmup: int) -> float:
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    return 0.5 * peak * (1 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
 
 
 @torch.no_grad()
@@ -83,13 +76,14 @@ def run(spec: str, a, device) -> dict:
     pick = torch.tensor(w, dtype=torch.float64)
     curve, t0 = [], time.perf_counter()
     from assocmem.gpu.tasks.mqar_models import mqar_loss
+    from assocmem.gpu.tasks.train import lr_factor
     done = 0
     for step in range(a.steps):
         if a.max_s and time.perf_counter() - t0 > a.max_s:
             print(f"{spec}: stopped at --max-s {a.max_s} after {step} steps", file=sys.stderr, flush=True)
             break
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, a.steps, a.lr, a.warmup)
+            g["lr"] = a.lr * lr_factor(step, a.steps, a.warmup)      # the training loop's own schedule
         cfg = cfgs[int(torch.multinomial(pick, 1, generator=gen))]
         b = Mq.mqar_batch(cfg.replace(pad_to=None), a.batch_size, generator=gen)
         logits = net(b.tokens.to(device), b.is_write.to(device))
