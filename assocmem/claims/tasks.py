@@ -868,7 +868,10 @@ def mqar(ev: Evidence) -> None:
         ev.record(fresh_data_probes=probes)
         both = [b for b in probes["by_backbone"] if "mlp" in b and "zoology" in b]
         for cfg in sorted({b["probe"] for b in both}):
-            pairs = [f"{b['spec']} {b['mlp']:.2f} -> {b['zoology']:.2f}" for b in both if b["probe"] == cfg]
+            pairs = [f"{b['spec']} {b['mlp']:.2f} -> {b['zoology']:.2f}"
+                     + (f" (both below 1/P = {b['one_of_the_values']:.2f}: too short to say)"
+                        if max(b["mlp"], b["zoology"]) < b["one_of_the_values"] else "")
+                     for b in both if b["probe"] == cfg]
             ev.summary += (f"; fresh-data probe ({cfg}; not the paper's protocol), test accuracy under our "
                            f"backbone -> backbone=zoology: " + ", ".join(pairs))
 
@@ -892,7 +895,8 @@ def _mqar_probes() -> dict:
             runs.append(row)
             if row["config"] and len(r.get("test", [])) == 1:
                 key = (f"T,P,b = {row['config']}, vocab {row['vocab']}, {row['steps']} steps", row["spec"])
-                by.setdefault(key, {})[row["backbone"]] = r["test"][0]["acc"]
+                by.setdefault(key, {"one_of_the_values": round(1 / r["test"][0]["n_pairs"], 4)})[row["backbone"]] = \
+                    r["test"][0]["acc"]
     return {"runs": runs, "by_backbone": [{"probe": k[0], "spec": k[1], **v} for k, v in sorted(by.items())]}
 
 

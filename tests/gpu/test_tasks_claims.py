@@ -442,3 +442,7 @@ def test_mqar_reports_fresh_data_probes_side_by_side_per_backbone(tmp_path, monk
     assert ("fresh-data probe (T,P,b = 24,4,2, vocab 64, 2500 steps; not the paper's protocol), test accuracy "
             "under our backbone -> backbone=zoology: bl 0.71 -> 0.99, gdn 0.24 -> 0.97") in r.detail, r.detail
     assert r.status == "pending"                                  # probes never decide a reading
+    probe("c.json", "mlp", {"bl": 0.06}, config="128,8,2")
+    probe("d.json", "zoology", {"bl": 0.01}, config="128,8,2")
+    r = _claim("task.mqar").run()
+    assert "bl 0.06 -> 0.01 (both below 1/P = 0.25: too short to say)" in r.detail, r.detail
