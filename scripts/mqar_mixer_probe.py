@@ -31,14 +31,8 @@ import torch
 def build(spec: str, n_tokens: int, n_classes: int, d_model: int, backbone: str = "mlp"):
     from assocmem.gpu.tasks.mqar_models import MQARModel
 
-    name, _, opt = spec.partition(":")
-    kw = {}
-    if name == "bl":
-        kw = {"decay": opt == "decay"}
-        if opt not in ("", "decay"):
-            raise ValueError(f"spec: bl takes ':decay' or nothing (got {spec!r})")
-    elif opt:
-        raise ValueError(f"spec: only bl takes an option (got {spec!r})")
+    name, _, opt = spec.partition(":")                  # validated by main()
+    kw = {"decay": opt == "decay"} if name == "bl" else {}
     return MQARModel(n_tokens, n_classes, d_model=d_model, n_layers=2, mixer=name, backbone=backbone, **kw)
 
 
@@ -71,12 +65,13 @@ def run(spec: str, a, device) -> dict:
         cfgs, w = Mq.train_configs(a.variant, vocab_size=a.vocab)
         test = Mq.testset_configs(a.variant, vocab_size=a.vocab)
     net = build(spec, cfgs[0].n_tokens, a.vocab, a.d_model, a.backbone).to(device)
-    opt = torch.optim.AdamW(net.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    from assocmem.gpu.tasks.train import lr_factor, optimizer_settings
+    st = optimizer_settings("mqar", {"lr": a.lr, "warmup_steps": a.warmup})    # MQAR's AdamW (App. F)
+    opt = torch.optim.AdamW(net.parameters(), lr=a.lr, betas=tuple(st["betas"]), weight_decay=st["weight_decay"])
     gen = torch.Generator().manual_seed(a.seed)
     pick = torch.tensor(w, dtype=torch.float64)
     curve, t0 = [], time.perf_counter()
     from assocmem.gpu.tasks.mqar_models import mqar_loss
-    from assocmem.gpu.tasks.train import lr_factor
     done = 0
     for step in range(a.steps):
         if a.max_s and time.perf_counter() - t0 > a.max_s:
@@ -90,14 +85,17 @@ def run(spec: str, a, device) -> dict:
         loss, acc = mqar_loss(logits, b.labels.to(device))
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(net.parameters(), st["clip"])
         opt.step()
         done = step + 1
         if (step + 1) % a.log_every == 0 or step + 1 == a.steps:
             curve.append({"step": step + 1, "loss": float(loss), "acc": float(acc)})
             print(f"{spec} step {step + 1}/{a.steps} loss {float(loss):.3f} acc {float(acc):.3f} "
                   f"({time.perf_counter() - t0:.0f}s)", file=sys.stderr, flush=True)
-    return {"spec": spec, "steps_done": done, "wall_s": time.perf_counter() - t0, "curve": curve,
+    import dataclasses
+    return {"spec": spec, "optimizer": st, "batches": "one configuration per step, drawn by the variant's weights",
+            "train_configs": [dataclasses.asdict(c) for c in cfgs], "train_weights": list(w),
+            "test_configs": [dataclasses.asdict(c) for c in test], "steps_done": done, "wall_s": time.perf_counter() - t0, "curve": curve,
             "test": evaluate(net, test, a.n_test, 10_000 + a.seed, device)}
 
 

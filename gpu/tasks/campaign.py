@@ -281,8 +281,8 @@ def device11():
 
 
 def device12():
-    """The sixth session's plan (issue 16, MQAR), two runs at a time: GDN on Block and Update at the
-    default rate first (does any model bind keys to values under our generator and training?  BL's
+    """The fifth device session of 1 December (issue 16, MQAR), call 1, two runs at a time: GDN on Block
+    and Update at the default rate first (does any model bind keys to values under our generator and training?  BL's
     Block run sits at about 1/P on the test sets while its training accuracy is 0.64: it memorised
     the pool), under ``gdn_backend=auto`` (the hybrid after its self-check)."""
     jobs = []

@@ -29,3 +29,7 @@ def is_curriculum_model(model: str) -> bool:
 # MQAR's learning-rate grid (the notes do not give the paper's): a model's rate is the grid point of
 # its best mean validation accuracy, as the paper picks it (the claim check and Fig. 4 do the same)
 MQAR_LR_GRID = (3e-4, 1e-3, 3e-3)
+# the notes' readings of BL Fig. 4 at x = 16 (16 updates; 16 pairs): published inputs that the claim check
+# compares against and the figure draws as reference markers, never results
+MQAR_FIG4_READINGS = {"update": {"bl": 0.88, "gdn": 0.98, "gdn-conv": 0.60, "mamba2": 0.60},
+                      "block": {"bl": 0.75, "gdn": 1.0}}

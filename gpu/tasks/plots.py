@@ -612,9 +612,6 @@ MQAR_PANELS = (("base", "d_model", "model width", "Base: length 512, 64 pairs (F
                ("update", "n_updates", "updates (test: length 128, 16 pairs)", "Update (Fig. 4b)"),
                ("block", "n_pairs", "pairs (test: length 128, block 2)", "Block (Fig. 4c)"))
 MQAR_LABELS = {"bl": "BL", "gdn": "GDN", "gdn-conv": "GDN + conv", "mamba2": "Mamba2"}
-# the notes' readings of the paper's Fig. 4 at x = 16 (published inputs, drawn as hollow markers, never as ours)
-MQAR_PAPER_READINGS = {"update": {"bl": 0.88, "gdn": 0.98, "gdn-conv": 0.60, "mamba2": 0.60},
-                       "block": {"bl": 0.75, "gdn": 1.0}}
 
 
 def mqar_data(results_dir) -> dict:
@@ -681,7 +678,8 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
             if v == "base":
                 ax.set_xscale("log", base=2)
             else:
-                for m, a in MQAR_PAPER_READINGS[v].items():
+                from .names import MQAR_FIG4_READINGS         # published inputs, drawn hollow, never as ours
+                for m, a in MQAR_FIG4_READINGS[v].items():
                     ax.plot([16], [a], marker="o", ms=5, mfc="none", mew=0.9, ls="none", color=colors[m],
                             label=f"{MQAR_LABELS[m]}, paper (notes' reading)")
                 xs = list(range(2 if v == "block" else 0, 17, 2))

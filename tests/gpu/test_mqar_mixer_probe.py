@@ -28,6 +28,9 @@ def test_probe_trains_on_fresh_batches_and_reports_accuracy_per_pair_count(tmp_p
         (row,) = r["test"]
         assert row["n_pairs"] == 2 and 0.0 <= row["acc"] <= 1.0 and row["chance_one_of_values"] == 0.5
     assert d["settings"]["config"] == "16,2,2" and "commit" in d
+    r = d["runs"][0]                            # the generator's and optimiser's choices are recorded
+    assert r["train_configs"][0]["block_size"] == 2 and r["train_configs"][0]["filler"] == "pad"
+    assert r["optimizer"]["betas"] == [0.9, 0.95] and r["optimizer"]["weight_decay"] == 0.1
     assert "bl P2U0:" in p.stdout
 
 
