@@ -12,8 +12,9 @@ context from the pool and the 8,192-token vocabulary; it is not the paper's prot
     python scripts/mqar_mixer_probe.py --variant block --steps 3000 --out probe.json \\
         bl bl:decay gdn
 
-``--backbone zoology`` puts Zoology's gated short convolution (width 3) before each
-mixer instead of our MLP after it (the ``backbone`` protocol option).
+``--backbone`` is the ``backbone`` protocol option: ``zoology`` (the default), Zoology's
+gated short convolution (width 3) before each mixer; ``mlp``, ours before 2 December, an
+MLP after it (the probes in results/mqar/probes/ from before then record ``mlp``).
 A spec is ``bl``, ``bl:decay`` (the ``bl_decay`` protocol option: ``A_t = α_t I``),
 ``gdn``, ``gdn-conv`` or ``mamba2`` (the last three need flash-linear-attention).
 """
@@ -28,7 +29,7 @@ from pathlib import Path
 import torch
 
 
-def build(spec: str, n_tokens: int, n_classes: int, d_model: int, backbone: str = "mlp"):
+def build(spec: str, n_tokens: int, n_classes: int, d_model: int, backbone: str = "zoology"):
     from assocmem.gpu.tasks.mqar_models import MQARModel
 
     name, _, opt = spec.partition(":")                  # validated by main()
@@ -103,7 +104,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("specs", nargs="+")
     p.add_argument("--variant", default="block", choices=("update", "block"))
-    p.add_argument("--backbone", default="mlp", choices=("mlp", "zoology"),
+    p.add_argument("--backbone", default="zoology", choices=("zoology", "mlp"),
                    help="the MQAR backbone (the backbone protocol option)")
     p.add_argument("--config", default="", help="T,P,b: train and test on this one configuration instead")
     p.add_argument("--steps", type=int, default=3000)

@@ -836,8 +836,20 @@ def mqar(ev: Evidence) -> None:
     res = [r for _, r in chosen.values()]
     ev.record(learning_rate_chosen={f"{m} {v}" + (f" [{t}]" if t else ""): r["protocol"].get("lr")
                                     for (t, m, v, sd), (_, r) in sorted(chosen.items()) if sd == 0})
-    up, bk = _mqar_acc(res, "update", "n_updates", 16), _mqar_acc(res, "block", "n_pairs", 16)
+    # the readings are the default protocol's; the other protocols' runs (ablations) are recorded beside them
+    default = [r for r in res if r["_tag"] == ""]
+    up, bk = _mqar_acc(default, "update", "n_updates", 16), _mqar_acc(default, "block", "n_pairs", 16)
     ev.record(acc_at_16_updates=up, acc_at_16_pairs=bk)
+    other = {}
+    for r in res:
+        if r["_tag"] and r["seed"] == 0:
+            v = r["protocol"].get("variant", "base")
+            xk = {"update": "n_updates", "block": "n_pairs"}.get(v)
+            a = _mqar_acc([r], v, xk, 16).get(r["model"]) if xk else None
+            if a is not None:
+                other[f"{r['model']} {v} [{r['_tag']}]"] = a
+    if other:
+        ev.record(acc_at_16_other_protocols=other)
     # the learning rates each (model, variant) has finished runs at, under the default protocol: the
     # paper picks from a grid, so a reading decided on fewer rates than MQAR_LR_GRID says so
     grid = {}
@@ -858,6 +870,10 @@ def mqar(ev: Evidence) -> None:
                        + (f" [learning rates run: " + "; ".join(f"{k} {', '.join(f'{x:g}' for x in grid[k])}"
                                                              for k in short)
                           + f" of {', '.join(f'{x:g}' for x in MQAR_LR_GRID)}]" if short else ""))
+    if other:
+        ev.summary += ("; other protocols (ablations, not readings): "
+                       + ", ".join(f"{k} at 16 {'updates' if ' update ' in k else 'pairs'} {a:.2f}"
+                                   for k, a in sorted(other.items())))
     gaps = [f"{k} trained to {m['final_train_acc']:.2f} on its pool but tests at "
             f"{m['test_acc_on_training_configs']:.2f} on the same configurations (1/P: "
             f"{m['one_of_the_values']:.2f})" for k, m in memo.items() if m["gap"] >= 0.3]
@@ -872,8 +888,8 @@ def mqar(ev: Evidence) -> None:
                      + (f" (both below 1/P = {b['one_of_the_values']:.2f}: too short to say)"
                         if max(b["mlp"], b["zoology"]) < b["one_of_the_values"] else "")
                      for b in both if b["probe"] == cfg]
-            ev.summary += (f"; fresh-data probe ({cfg}; not the paper's protocol), test accuracy under our "
-                           f"backbone -> backbone=zoology: " + ", ".join(pairs))
+            ev.summary += (f"; fresh-data probe ({cfg}; not the paper's protocol), test accuracy under "
+                           f"backbone=mlp -> backbone=zoology: " + ", ".join(pairs))
 
 
 def _mqar_probes() -> dict:
@@ -889,11 +905,12 @@ def _mqar_probes() -> dict:
         st = rec.get("settings", {})
         for r in rec.get("runs", []):
             row = {"file": path.name, "spec": r["spec"], "variant": st.get("variant"), "config": st.get("config") or None,
-                   "vocab": st.get("vocab"), "lr": st.get("lr"), "backbone": st.get("backbone", "mlp"),
+                   # every probe records its backbone (those from before the option were amended to mlp)
+                   "vocab": st.get("vocab"), "lr": st.get("lr"), "backbone": st.get("backbone"),
                    "device": rec.get("device_name"), "steps": r.get("steps_done"),
                    "test": {f"P{t['n_pairs']}U{t['n_updates']}": round(t["acc"], 4) for t in r.get("test", [])}}
             runs.append(row)
-            if row["config"] and len(r.get("test", [])) == 1:
+            if row["config"] and row["backbone"] and len(r.get("test", [])) == 1:
                 key = (f"T,P,b = {row['config']}, vocab {row['vocab']}, {row['steps']} steps", row["spec"])
                 by.setdefault(key, {"one_of_the_values": round(1 / r["test"][0]["n_pairs"], 4)})[row["backbone"]] = \
                     r["test"][0]["acc"]
@@ -901,7 +918,8 @@ def _mqar_probes() -> dict:
 
 
 def _mqar_memorisation(res) -> dict:
-    """Per chosen seed-0 run of the default protocol: the final training accuracy (the mean of the last
+    """Per chosen seed-0 run (keyed ``model variant [tag]``, the tag left out for the default protocol):
+    the final training accuracy (the mean of the last
     8 logged batches, on the fixed pool) against the test accuracy on the configurations it trained on
     (fresh sequences of the same lengths and pair counts: Block's 2-8 pairs, Update's 128/16 at every
     update count), and the accuracy of naming one of the sequence's P values at random (1/P; Update: the
@@ -911,14 +929,15 @@ def _mqar_memorisation(res) -> dict:
     out = {}
     for r in res:
         v = r["protocol"].get("variant", "base")
-        if r["seed"] != 0 or r["_tag"] or v == "base" or not r.get("curve"):
+        if r["seed"] != 0 or v == "base" or not r.get("curve"):
             continue
         rows = [x for x in r["eval"].get("test", []) if v == "update" or x["n_pairs"] in Mq.BLOCK_TRAIN_PAIRS]
         if not rows:
             continue
         train = sum(x["acc"] for x in r["curve"][-8:]) / len(r["curve"][-8:])
         test = sum(x["acc"] for x in rows) / len(rows)
-        out[f"{r['model']} {v}"] = {"lr": r["protocol"].get("lr"), "final_train_acc": round(train, 4),
+        out[f"{r['model']} {v}" + (f" [{r['_tag']}]" if r["_tag"] else "")] = {
+                                    "lr": r["protocol"].get("lr"), "final_train_acc": round(train, 4),
                                     "test_acc_on_training_configs": round(test, 4),
                                     "one_of_the_values": round(sum(1 / x["n_pairs"] for x in rows) / len(rows), 4),
                                     "gap": round(train - test, 4)}

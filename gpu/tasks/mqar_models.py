@@ -1,14 +1,16 @@
 r"""Model building blocks for MQAR (BL §4.2, App. F): token embeddings, 2 mixer layers, 8,192 state per layer.
 
-Backbone (:class:`MQARModel`): token embedding (``n_tokens`` rows: the shared
-vocabulary and ``PAD``), ``n_layers = 2`` pre-norm residual blocks
-``h += mixer(LN h, write_mask); h += MLP(LN h)``, a final LayerNorm and a
-linear read-out over the ``vocab_size`` value ids (the labels are value ids).
-``backbone="zoology"`` (the ``backbone`` protocol option) builds Zoology's MQAR
-harness as we read it instead: ``h += conv(LN h); h += mixer(LN h, write_mask)``
-per mixer layer, ``conv`` a gated short convolution of width 3
-(:class:`GatedShortConv`, Zoology's ``BaseConv``: in its MQAR configurations
-every model is a ``Hybrid`` of that convolution and the mixer), and no MLP.
+Backbone (:class:`MQARModel`, the ``backbone`` protocol option): token embedding
+(``n_tokens`` rows: the shared vocabulary and ``PAD``), ``n_layers = 2`` pre-norm
+residual blocks, a final LayerNorm and a linear read-out over the ``vocab_size``
+value ids (the labels are value ids).  The blocks (default ``backbone="zoology"``)
+are Zoology's MQAR harness as we read it, ``h += conv(LN h); h += mixer(LN h,
+write_mask)`` per mixer layer, ``conv`` a gated short convolution of width 3
+(:class:`GatedShortConv`, Zoology's ``BaseConv``: in its MQAR configurations every
+model is a ``Hybrid`` of that convolution and the mixer), and no MLP.
+``backbone="mlp"`` (ours until 2 December) has no convolution and an MLP after each
+mixer, ``h += mixer(LN h, write_mask); h += MLP(LN h)``: under it BL memorised its
+Block pool and tested at about 1/P (docs/tasks_mqar_dag.md).
 Positions are not embedded in either (Zoology's MQAR models set
 ``max_position_embeddings = 0``).
 
@@ -471,7 +473,8 @@ class GatedShortConv(nn.Module):
 
 
 class MQARModel(nn.Module):
-    """Token embedding, ``n_layers`` (mixer, MLP) pre-norm blocks, read-out over the value ids.
+    """Token embedding, ``n_layers`` pre-norm blocks (``backbone``: ``"zoology"``, (gated short conv,
+    mixer); ``"mlp"``, (mixer, MLP)), read-out over the value ids.
 
     ``mixer``: a name of :data:`~.names.MQAR_MODELS` (``"bl"``: :class:`BLMixer`,
     ``"gdn"``/``"gdn-conv"``: :class:`GDNMixer`, ``"mamba2"``: :class:`Mamba2Mixer`;
@@ -480,7 +483,7 @@ class MQARModel(nn.Module):
     """
 
     def __init__(self, n_tokens: int, n_classes: int, *, d_model: int = 128, n_layers: int = 2,
-                 mixer: Union[str, MixerFactory] = "bl", mlp_ratio: int = 4, backbone: str = "mlp", **mixer_kw):
+                 mixer: Union[str, MixerFactory] = "bl", mlp_ratio: int = 4, backbone: str = "zoology", **mixer_kw):
         super().__init__()
         self.backbone = V.choice("backbone", backbone, BACKBONES)
         n_tokens = V.count("n_tokens", n_tokens, 2)

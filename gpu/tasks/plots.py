@@ -614,17 +614,18 @@ MQAR_PANELS = (("base", "d_model", "model width", "Base: length 512, 64 pairs (F
 MQAR_LABELS = {"bl": "BL", "gdn": "GDN", "gdn-conv": "GDN + conv", "mamba2": "Mamba2"}
 
 
-def mqar_data(results_dir) -> dict:
+def mqar_data(results_dir, protocol=None) -> dict:
     """{variant: {model: {"x": [...], "acc": [...]}}} of the finished seed-0 MQAR runs at 40 epochs.
 
     Base's x-axis is the model width (one run per width); Update's the test configurations' update
     counts, Block's their pair counts (one run each).  Every other protocol choice must be the
-    default (the learning rate excepted: the paper picks it per model by validation accuracy, so each
-    (model, width) keeps its run with the best mean validation accuracy — the test accuracy where a
-    run has no validation rows — and draws that run's test accuracy)."""
+    default, or ``protocol``'s where given (an ablation, e.g. ``{"backbone": "mlp"}``) (the learning
+    rate excepted: the paper picks it per model by validation accuracy, so each (model, width) keeps its
+    run with the best mean validation accuracy — the test accuracy where a run has no validation rows —
+    and draws that run's test accuracy)."""
     from .train import IMPLEMENTATION_OPTIONS, PROTOCOL, resolve_protocol
 
-    defaults = resolve_protocol("mqar")
+    defaults = resolve_protocol("mqar", protocol)
     out: dict = {}
     best: dict = {}
     for r in load_results(results_dir, "mqar", tag=None):
@@ -662,10 +663,12 @@ def mqar_data(results_dir) -> dict:
 
 
 def plot_mqar(results_dir, out_dir) -> list[Path]:
-    """BL Fig. 4a-c from the finished 40-epoch runs (each model at its best learning rate)."""
+    """BL Fig. 4a-c from the finished 40-epoch runs (each model at its best learning rate), with the
+    runs under ``backbone=mlp`` (our backbone before 2 December) dotted beside them."""
     d = mqar_data(results_dir)
     if not d:
         return []
+    ablation = mqar_data(results_dir, {"backbone": "mlp"})
     plt = _pyplot()
     colors = {"bl": COLORS.get("bl", "#1f4e9c"), "gdn": "#2a9d8f", "gdn-conv": "#e9c46a", "mamba2": "#e76f51"}
     with plt.rc_context(_style()):
@@ -675,6 +678,10 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                 if m in d.get(v, {}):
                     c = d[v][m]
                     ax.plot(c["x"], c["acc"], marker="o", ms=2.5, color=colors[m], label=MQAR_LABELS[m])
+                if m in ablation.get(v, {}):       # the backbone before 2 December, faded: the measured cause
+                    c = ablation[v][m]
+                    ax.plot(c["x"], c["acc"], marker="x", ms=2.5, lw=0.8, ls=":", alpha=0.6, color=colors[m],
+                            label=f"{MQAR_LABELS[m]}, backbone=mlp (ours before; ablation)")
             if v == "base":
                 ax.set_xscale("log", base=2)
             else:

@@ -200,10 +200,11 @@ PROTOCOL = {
                         ">= 3.4 and < 3.7.1, fla #640: the H200 here) and there the hybrid after its self-check "
                         "passes on the GPU, else the torch reference; hybrid: fla's kernels with the refused "
                         "one in torch (assocmem.gpu.tasks.fla_hybrid)"),
-        "backbone": ("mlp", _choice("mlp", "zoology"),
-                     "the blocks around the two mixer layers: ours, pre-norm (mixer, MLP) x 2; or Zoology's MQAR "
-                     "harness as we read it, a gated short convolution of width 3 (its BaseConv) before each mixer "
-                     "and no MLP (the paper changed Zoology's generator; its blocks are not given)"),
+        "backbone": ("zoology", _choice("zoology", "mlp"),
+                     "the blocks around the two mixer layers: Zoology's MQAR harness as we read it (the paper "
+                     "changed Zoology's generator and gives no blocks of its own), a gated short convolution of "
+                     "width 3 (its BaseConv) before each mixer and no MLP; or ours before 2 December, pre-norm "
+                     "(mixer, MLP) x 2, under which BL memorised its Block pool (docs/tasks_mqar_dag.md)"),
         "bl_decay": (False, _bool, "BL mixer dynamics: A = I (ours, as in the collision tasks) or a learned "
                                    "per-token, per-head decay A_t = alpha_t I, alpha_t = sigmoid(.) (GDN's form); "
                                    "the paper's layer has learned structured A_t, its MQAR setting is not given"),
@@ -373,7 +374,7 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
         if model == "bl":
             kw = {"op": pr.get("bl_op", "fused"), "decay": pr.get("bl_decay", False)}
         return MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=pr["d_model"], n_layers=2, mixer=model,
-                         backbone=pr.get("backbone", "mlp"), **kw)
+                         backbone=pr["backbone"], **kw)
     if task == "dag_reachability":
         cfg = dag_config(pr)
         fact = cfg.n_nodes if pr.get("edge_embedding", "table") == "factored" else 0

@@ -440,9 +440,34 @@ def test_mqar_reports_fresh_data_probes_side_by_side_per_backbone(tmp_path, monk
     probe("b.json", "zoology", {"bl": 0.99, "gdn": 0.97})
     r = _claim("task.mqar").run()
     assert ("fresh-data probe (T,P,b = 24,4,2, vocab 64, 2500 steps; not the paper's protocol), test accuracy "
-            "under our backbone -> backbone=zoology: bl 0.71 -> 0.99, gdn 0.24 -> 0.97") in r.detail, r.detail
+            "under backbone=mlp -> backbone=zoology: bl 0.71 -> 0.99, gdn 0.24 -> 0.97") in r.detail, r.detail
     assert r.status == "pending"                                  # probes never decide a reading
     probe("c.json", "mlp", {"bl": 0.06}, config="128,8,2")
     probe("d.json", "zoology", {"bl": 0.01}, config="128,8,2")
     r = _claim("task.mqar").run()
     assert "bl 0.06 -> 0.01 (both below 1/P = 0.25: too short to say)" in r.detail, r.detail
+
+
+def test_mqar_ablation_runs_are_named_beside_the_reading_not_in_its_place(tmp_path, monkeypatch):
+    """A run under another protocol (here backbone=mlp, the backbone before 2 December) never sets a
+    reading, whatever the file order: the default protocol's accuracy is the reading, the ablation's is
+    named with its tag beside it, and its memorisation is keyed with the tag."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    curve = [{"step": 25 * i, "loss": 0.1, "acc": 0.99} for i in range(1, 11)]
+    rows = lambda a16, a: [{"config": f"P{p}", "n_pairs": p, "block_size": 2, "acc": a16 if p == 16 else a}  # noqa: E731
+                           for p in (2, 4, 6, 8, 16)]
+    _write(tmp_path, "mqar", "bl", 0, {"test": rows(0.91, 1.0)}, protocol={"variant": "block"}, curve=curve,
+           tag="variant-block")
+    # "backbone-mlp" sorts after the default's file name and would overwrite it if tags were ignored
+    _write(tmp_path, "mqar", "bl", 0, {"test": rows(0.03, 0.2)}, protocol={"variant": "block", "backbone": "mlp"},
+           curve=curve, tag="variant-block__backbone-mlp")
+    r = _claim("task.mqar").run()
+    assert r.computed["acc_at_16_pairs"] == {"bl": 0.91}
+    assert r.computed["acc_at_16_other_protocols"] == {"bl block [backbone-mlp]": 0.03}
+    assert "measured so far (test, seed 0): bl at 16 pairs 0.91" in r.detail, r.detail
+    assert "other protocols (ablations, not readings): bl block [backbone-mlp] at 16 pairs 0.03" in r.detail
+    memo = r.computed["memorisation"]
+    assert memo["bl block"]["gap"] < 0.3 and memo["bl block [backbone-mlp]"]["gap"] == round(0.99 - 0.2, 4)
+    assert "memorised its training pool: bl block [backbone-mlp] trained to 0.99" in r.detail

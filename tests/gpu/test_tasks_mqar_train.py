@@ -179,15 +179,18 @@ def test_bl_decay_is_the_filter_with_diagonal_dynamics_alpha_t_I():
 
 def test_zoology_backbone_puts_a_causal_width_3_gated_conv_before_each_mixer():
     """backbone=zoology: a gated short convolution (Zoology's BaseConv, width 3) before each of the two
-    mixer layers and no MLP.  The convolution is causal and sees exactly its token and the two before
-    it (Block's A B 4 5 needs two back); the mixers' state is unchanged; the option is tagged."""
+    mixer layers and no MLP: the default since 2 December (untagged).  The convolution is causal and sees
+    exactly its token and the two before it (Block's A B 4 5 needs two back); the mixers' state is the
+    same as under backbone=mlp (ours before, an MLP after each mixer), which is tagged."""
     from assocmem.gpu.tasks.mqar_models import GatedShortConv
 
-    pr = Tr.resolve_protocol("mqar", {"backbone": "zoology"}, "bl")
-    assert "backbone-zoology" in Tr.protocol_tag("mqar", pr)
+    pr = Tr.resolve_protocol("mqar", {}, "bl")
+    assert pr["backbone"] == "zoology" and Tr.protocol_tag("mqar", pr) == ""
+    mlp = Tr.resolve_protocol("mqar", {"backbone": "mlp"}, "bl")
+    assert Tr.protocol_tag("mqar", mlp) == "backbone-mlp"
     torch.manual_seed(0)
     net = Tr.build_model("mqar", "bl", {**pr, "d_model": 32})
-    ref = Tr.build_model("mqar", "bl", {**Tr.resolve_protocol("mqar", {}, "bl"), "d_model": 32})
+    ref = Tr.build_model("mqar", "bl", {**mlp, "d_model": 32})
     assert len(net.convs) == 2 and not hasattr(net, "mlps") and len(ref.mlps) == 2 and not hasattr(ref, "convs")
     assert net.state_sizes() == ref.state_sizes() == [8192, 8192]
     assert "gated short conv of width 3" in net.config()["backbone"]

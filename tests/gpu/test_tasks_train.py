@@ -295,9 +295,13 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_updates": u, "acc": 0.95} for u in (0, 8, 16)],
                                       "val": [{"n_updates": u, "acc": 0.1} for u in (0, 8, 16)]},
           protocol={"variant": "update", "lr": 1e-2}, tag="variant-update__lr-0.01")
+    # a run under backbone=mlp (the earlier backbone) is an ablation: never the default's line, drawn dotted
+    _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_updates": u, "acc": 0.99} for u in (0, 8, 16)]},
+          protocol={"variant": "update", "lr": 3e-3, "backbone": "mlp"}, tag="variant-update__lr-0.003__backbone-mlp")
     d = plots.mqar_data(tmp_path)
     assert d["update"]["bl"]["x"] == [0, 8, 16] and d["update"]["bl"]["acc"] == pytest.approx([0.7, 0.62, 0.54])
     assert "gdn" not in d["update"]
+    assert plots.mqar_data(tmp_path, {"backbone": "mlp"})["update"]["bl"]["acc"] == [0.99] * 3
     assert d["base"]["bl"] == {"x": [64, 128], "acc": [0.3, 0.6]}
     paths = plots.plot_mqar(tmp_path, tmp_path / "fig")
     assert {p.name for p in paths} == {"mqar.pdf", "mqar.png"} and all(p.stat().st_size > 1000 for p in paths)
@@ -319,4 +323,6 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     assert "BL" in labels and "BL, paper (notes' reading)" in labels and "one of the P values at random (1/P)" in labels
     ref = [ln for ln in ax_update.lines if ln.get_label() == "BL, paper (notes' reading)"][0]
     assert list(ref.get_xdata()) == [16] and list(ref.get_ydata()) == [0.88]
+    abl = [ln for ln in ax_update.lines if ln.get_label() == "BL, backbone=mlp (ours before; ablation)"][0]
+    assert list(abl.get_ydata()) == [0.99] * 3 and abl.get_linestyle() == ":"
     assert plots.plot_mqar(tmp_path / "none", tmp_path / "fig2") == []
