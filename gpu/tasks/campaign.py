@@ -460,6 +460,11 @@ def main(argv=None) -> int:
         raise ValueError(f"--limit must be >= 0 (got {args.limit})")
     if args.budget_s <= 0 or args.reserve_s < 0:
         raise ValueError(f"--budget-s must be > 0 and --reserve-s >= 0 (got {args.budget_s:g}, {args.reserve_s:g})")
+    if args.reserve_s >= args.budget_s:
+        # no run may start in the last RESERVE_S of the budget: nothing would ever start (a device call
+        # whose script clamps --budget-s to what the call has left can land here)
+        raise ValueError(f"--reserve-s {args.reserve_s:g} leaves no time to start a run in --budget-s "
+                         f"{args.budget_s:g}: make it smaller than the budget")
     jobs = PLANS[args.plan]()[: args.limit]
     if args.longest_first:
         jobs = longest_first(jobs)
