@@ -18,6 +18,7 @@ import pytest
 
 from assocmem.figures import FIGURES
 from assocmem.registry import claims
+from assocmem.site import SKIP_RESULT_DIRS
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.py"))
@@ -63,7 +64,8 @@ def test_docs_pages_come_from_the_package(site):
     for png in (ROOT / "results" / "figures").glob("*.png"):
         assert png.name in tasks, png.name
     for tdir in (ROOT / "results").iterdir():
-        if tdir.is_dir() and any(tdir.glob("*.json")) and tdir.name not in ("stopped",):
+        # every task folder of results/ (not the figures, logs and stopped runs the page skips)
+        if tdir.is_dir() and any(tdir.glob("*.json")) and tdir.name not in SKIP_RESULT_DIRS:
             assert tdir.name in tasks
     api = page(site, "api/assocmem_theory")
     assert 'id="assocmem.theory.bl_steady_state.steady_state_expansion"' in api
