@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 
-def build(spec: str, n_tokens: int, n_classes: int, d_model: int, backbone: str = "zoology"):
+def build(spec: str, n_tokens: int, n_classes: int, d_model: int, backbone: str):
     from assocmem.gpu.tasks.mqar_models import MQARModel
 
     name, _, opt = spec.partition(":")                  # validated by main()
@@ -104,8 +104,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("specs", nargs="+")
     p.add_argument("--variant", default="block", choices=("update", "block"))
-    p.add_argument("--backbone", default="zoology", choices=("zoology", "mlp"),
-                   help="the MQAR backbone (the backbone protocol option)")
+    from assocmem.gpu.tasks.mqar_models import BACKBONES
+    from assocmem.gpu.tasks.train import PROTOCOL
+    p.add_argument("--backbone", default=PROTOCOL["mqar"]["backbone"][0], choices=BACKBONES,
+                   help="the MQAR backbone (the backbone protocol option; default: the protocol's)")
     p.add_argument("--config", default="", help="T,P,b: train and test on this one configuration instead")
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--batch-size", type=int, default=32)

@@ -840,14 +840,16 @@ def mqar(ev: Evidence) -> None:
     default = [r for r in res if r["_tag"] == ""]
     up, bk = _mqar_acc(default, "update", "n_updates", 16), _mqar_acc(default, "block", "n_pairs", 16)
     ev.record(acc_at_16_updates=up, acc_at_16_pairs=bk)
-    other = {}
-    for r in res:
-        if r["_tag"] and r["seed"] == 0:
-            v = r["protocol"].get("variant", "base")
-            xk = {"update": "n_updates", "block": "n_pairs"}.get(v)
-            a = _mqar_acc([r], v, xk, 16).get(r["model"]) if xk else None
+    other, other_text = {}, []
+    for r in sorted(res, key=lambda r: (r["model"], r["protocol"].get("variant", "base"), r["_tag"])):
+        v = r["protocol"].get("variant", "base")
+        if r["_tag"] and r["seed"] == 0 and v in ("update", "block"):
+            xk, unit = ("n_updates", "updates") if v == "update" else ("n_pairs", "pairs")
+            a = _mqar_acc([r], v, xk, 16).get(r["model"])
             if a is not None:
-                other[f"{r['model']} {v} [{r['_tag']}]"] = a
+                key = f"{r['model']} {v} [{r['_tag']}]"
+                other[key] = a
+                other_text.append(f"{key} at 16 {unit} {a:.2f}")
     if other:
         ev.record(acc_at_16_other_protocols=other)
     # the learning rates each (model, variant) has finished runs at, under the default protocol: the
@@ -870,10 +872,8 @@ def mqar(ev: Evidence) -> None:
                        + (f" [learning rates run: " + "; ".join(f"{k} {', '.join(f'{x:g}' for x in grid[k])}"
                                                              for k in short)
                           + f" of {', '.join(f'{x:g}' for x in MQAR_LR_GRID)}]" if short else ""))
-    if other:
-        ev.summary += ("; other protocols (ablations, not readings): "
-                       + ", ".join(f"{k} at 16 {'updates' if ' update ' in k else 'pairs'} {a:.2f}"
-                                   for k, a in sorted(other.items())))
+    if other_text:
+        ev.summary += "; other protocols (ablations, not readings): " + ", ".join(other_text)
     gaps = [f"{k} trained to {m['final_train_acc']:.2f} on its pool but tests at "
             f"{m['test_acc_on_training_configs']:.2f} on the same configurations (1/P: "
             f"{m['one_of_the_values']:.2f})" for k, m in memo.items() if m["gap"] >= 0.3]
