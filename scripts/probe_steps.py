@@ -13,6 +13,11 @@ ones.
 A spec is ``TASK:MODEL[:KEY=VALUE,...]`` (protocol overrides, as ``--protocol``).
 MQAR specs should set a small ``pool_size``: the pool is built before timing and
 the full one takes about a minute.
+
+``--profile K`` also runs K more steps under ``torch.profiler`` and adds, per spec, the
+wall time of the three phases (sampling and forward, backward, optimizer; CUDA-synchronised)
+and the operators with the most GPU time per step (``top_ops``): where a slow model's step
+goes, before anyone rewrites a kernel for it.
 """
 from __future__ import annotations
 
@@ -37,7 +42,39 @@ def parse_spec(spec: str):
     return parts[0], parts[1], over
 
 
-def probe(task: str, model: str, over: dict, *, device: str, steps: int, warmup: int, batch_size=None) -> dict:
+def profile_steps(step_phases, steps: int, device: str, top: int = 25) -> dict:
+    """``steps`` calls of ``step_phases()`` (which returns the three phases' wall seconds) under
+    torch.profiler: mean phase times and the ``top`` operators by self device time, per step."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    phases = []
+    with profile(activities=acts) as prof:
+        for _ in range(steps):
+            phases.append(step_phases())
+    names = ("forward_s", "backward_s", "optimizer_s")
+    mean = {n: round(sum(p[i] for p in phases) / steps, 5) for i, n in enumerate(names)}
+
+    def dev_us(e):
+        for attr in ("self_device_time_total", "self_cuda_time_total"):
+            if hasattr(e, attr):
+                return getattr(e, attr)
+        return 0.0
+
+    ev = [e for e in prof.key_averages() if dev_us(e) > 0 or not device.startswith("cuda")]
+    key = dev_us if device.startswith("cuda") else (lambda e: e.self_cpu_time_total)
+    ev.sort(key=key, reverse=True)
+    total = sum(key(e) for e in ev)
+    ops = [{"name": e.key[:120], "calls_per_step": round(e.count / steps, 2),
+            "self_ms_per_step": round(key(e) / 1e3 / steps, 4),
+            "share": round(key(e) / total, 4) if total else None} for e in ev[:top]]
+    return {"steps": steps, "phases": mean, "self_ms_per_step_total": round(total / 1e3 / steps, 3),
+            "top_ops": ops}
+
+
+def probe(task: str, model: str, over: dict, *, device: str, steps: int, warmup: int, batch_size=None,
+          profile: int = 0) -> dict:
     import torch
 
     from assocmem.gpu.tasks import train as Tr
@@ -50,13 +87,31 @@ def probe(task: str, model: str, over: dict, *, device: str, steps: int, warmup:
     opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
     gen = torch.Generator().manual_seed(0)
 
-    def step():
+    def sync():
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    def step_phases():
+        t = [time.perf_counter()]
         batch = Tr._to(Tr.sample_train(task, model, bs, gen, protocol=pr), device)
         logits, labels = Tr.forward(net, task, batch, pr)
         loss, _ = Tr.loss_and_acc(logits, labels)
+        if profile:
+            sync()
+            t.append(time.perf_counter())
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if profile:
+            sync()
+            t.append(time.perf_counter())
         opt.step()
+        if profile:
+            sync()
+            t.append(time.perf_counter())
+            return [b - a for a, b in zip(t, t[1:])]
+        return None
+
+    step = step_phases
 
     t0 = time.perf_counter()
     for _ in range(warmup):
@@ -70,9 +125,12 @@ def probe(task: str, model: str, over: dict, *, device: str, steps: int, warmup:
         torch.cuda.synchronize()
     t2 = time.perf_counter()
     peak = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else None
-    return {"task": task, "model": model, "protocol": over, "batch_size": bs, "steps": steps,
-            "warmup_s": round(t1 - t0, 2), "steps_per_s": round(steps / (t2 - t1), 2),
-            "peak_mb": None if peak is None else round(peak, 1)}
+    row = {"task": task, "model": model, "protocol": over, "batch_size": bs, "steps": steps,
+           "warmup_s": round(t1 - t0, 2), "steps_per_s": round(steps / (t2 - t1), 2),
+           "peak_mb": None if peak is None else round(peak, 1)}
+    if profile:
+        row["profile"] = profile_steps(step_phases, profile, device)
+    return row
 
 
 def main(argv=None):
@@ -82,8 +140,12 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=None)
+    ap.add_argument("--profile", type=int, default=0, metavar="K",
+                    help="also profile K steps per spec (phase times and the top operators by GPU time)")
     ap.add_argument("--out", default=None, help="write the JSON here")
     args = ap.parse_args(argv)
+    if args.profile < 0:
+        ap.error(f"--profile: a number of steps >= 0 expected (got {args.profile})")
     try:
         specs = [parse_spec(s) for s in args.specs]
     except ValueError as e:
@@ -92,7 +154,7 @@ def main(argv=None):
     for task, model, over in specs:
         try:
             row = probe(task, model, over, device=args.device, steps=args.steps, warmup=args.warmup,
-                        batch_size=args.batch_size)
+                        batch_size=args.batch_size, profile=args.profile)
         except Exception as e:              # one failed spec is reported, the others still run
             row = {"task": task, "model": model, "protocol": over, "error": f"{type(e).__name__}: {e}"}
         print(json.dumps(row), flush=True)

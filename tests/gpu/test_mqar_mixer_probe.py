@@ -48,3 +48,30 @@ def test_probe_names_a_bad_spec(tmp_path):
              "--out", str(out), cwd=tmp_path)
     assert p.returncode == 2 and "spec" in p.stderr and "bl:fast" in p.stderr and not out.exists()
     assert "Traceback" not in p.stderr
+
+
+def test_probe_steps_profile_reports_phases_and_ops(tmp_path, capsys):
+    """``scripts/probe_steps.py --profile K``: per spec, the three phases' mean wall times and the
+    operators with the most time per step, written to the JSON; a negative K is refused in one line."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "probe_steps.py"
+    spec = importlib.util.spec_from_file_location("probe_steps", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "p.json"
+    rc = mod.main(["--device", "cpu", "--steps", "1", "--warmup", "1", "--batch-size", "2", "--profile", "1",
+                   "--out", str(out), "mqar:bl:variant=block,pool_size=8"])
+    assert rc == 0
+    row = json.loads(out.read_text())["rows"][0]
+    prof = row["profile"]
+    assert prof["steps"] == 1 and set(prof["phases"]) == {"forward_s", "backward_s", "optimizer_s"}
+    assert all(v > 0 for v in prof["phases"].values())
+    assert prof["top_ops"] and all(op["self_ms_per_step"] >= 0 and op["name"] for op in prof["top_ops"])
+    assert prof["top_ops"][0]["self_ms_per_step"] >= prof["top_ops"][-1]["self_ms_per_step"]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        mod.main(["--profile", "-1", "mqar:bl"])
+    assert e.value.code == 2 and "--profile" in capsys.readouterr().err
