@@ -128,6 +128,9 @@ def probe(task: str, model: str, over: dict, *, device: str, steps: int, warmup:
     row = {"task": task, "model": model, "protocol": over, "batch_size": bs, "steps": steps,
            "warmup_s": round(t1 - t0, 2), "steps_per_s": round(steps / (t2 - t1), 2),
            "peak_mb": None if peak is None else round(peak, 1)}
+    cores = Tr.model_cores(net)
+    if cores:
+        row["core"] = cores                         # which GDN/Mamba2 core the timing is of
     if profile:
         row["profile"] = profile_steps(step_phases, profile, device)
     return row

@@ -727,6 +727,16 @@ def device_name(device: torch.device) -> str:
     return f"cpu ({platform.processor() or platform.machine()})"
 
 
+def model_cores(net: torch.nn.Module) -> list:
+    """The distinct compute cores of a model's fla mixers (GDN, Mamba2), as their configs name them
+    (``GDNMixer._core``: fla's Triton op, the hybrid, or fla's torch reference): which one ran can
+    differ between calls of one run (``gdn_backend=auto`` decides per process), so each training
+    segment records it.  Empty for models without fla mixers."""
+    from .mqar_models import _FLAMixer
+
+    return sorted({m._core() for m in net.modules() if isinstance(m, _FLAMixer)})
+
+
 def run_name(model: str, seed: int, tag: str = "") -> str:
     """``MODEL_sSEED`` for the default protocol, ``MODEL__OPTION-VALUE..._sSEED`` otherwise."""
     return f"{model}{'__' + tag if tag else ''}_s{seed}"
@@ -989,6 +999,13 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
     win_sum = torch.full((), win_sum0, device=dev)
     win_n = win_n0
 
+    def segment(a, b):                           # steps [a, b): the device, and the mixers' cores where they vary
+        seg = {"steps": [int(a), int(b)], "device": device_name(dev)}
+        cores = model_cores(net)
+        if cores:
+            seg["core"] = cores
+        return seg
+
     def save_ckpt(step):
         tmp = ckpt_path.with_suffix(".tmp")
         extra = {}
@@ -996,7 +1013,7 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
             extra = {"curriculum": sched.state_dict(), "curriculum_window": (float(win_sum), win_n)}
         torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state(), "step": step,
                     "curve": curve, "wall_s": wall_before + time.perf_counter() - t0,
-                    "segments": segments + [{"steps": [int(step0), int(step)], "device": device_name(dev)}], **extra}, tmp)
+                    "segments": segments + [segment(step0, step)], **extra}, tmp)
         os.replace(tmp, ckpt_path)
 
     for step in range(step0, steps):
@@ -1082,7 +1099,7 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
     extra = {"device": device_name(dev), "seed": seed, "wall_s": round(train_s + eval_s, 3),
              "train_s": round(train_s, 3), "eval_s": round(eval_s, 3)}
     if segments:                                 # resumed: every device that trained part of the run
-        extra["segments"] = segments + [{"steps": [int(step0), int(steps)], "device": device_name(dev)}]
+        extra["segments"] = segments + [segment(step0, steps)]
     if os.environ.get("ASSOCMEM_COMMIT"):
         # a copy of the tree without .git (the GPU machine): the commit it was sent from
         extra["source_commit"] = os.environ["ASSOCMEM_COMMIT"]

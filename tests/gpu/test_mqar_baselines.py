@@ -310,6 +310,24 @@ def test_train_loop_runs_and_records_the_model(name, tmp_path):
     assert len(rec["curve"]) == 1 and math.isfinite(rec["curve"][-1]["loss"]) and r["n_params"] > 0
 
 
+def test_a_resumed_run_records_each_segments_core(tmp_path):
+    """A resumed GDN run names the core that trained each segment (``gdn_backend=auto`` decides per
+    process, so two calls of one run may differ); BL's segments carry no core."""
+    pr = {"variant": "block", "pool_size": 8, "d_model": 16}
+    for steps, resume in ((1, False), (2, True)):
+        Tr.train("mqar", "gdn", steps=steps, batch_size=2, device="cpu", out=tmp_path, progress=False,
+                 eval_mode="none", protocol=pr, resume=resume)
+    rec = json.loads((tmp_path / "mqar" / "gdn__variant-block__d_model-16__pool_size-8_s0.json").read_text())
+    segs = rec["provenance"]["segments"]
+    assert [s["steps"] for s in segs] == [[0, 1], [1, 2]]
+    assert all(s["core"] == [rec["model_config"]["core"]] and "CPU" in s["core"][0] for s in segs), segs
+    for steps, resume in ((1, False), (2, True)):
+        Tr.train("mqar", "bl", steps=steps, batch_size=2, device="cpu", out=tmp_path, progress=False,
+                 eval_mode="none", protocol=pr, resume=resume)
+    rec = json.loads((tmp_path / "mqar" / "bl__variant-block__d_model-16__pool_size-8_s0.json").read_text())
+    assert len(rec["provenance"]["segments"]) == 2 and not any("core" in s for s in rec["provenance"]["segments"])
+
+
 def test_bl_records_its_model_too(tmp_path):
     Tr.train("mqar", "bl", steps=1, batch_size=2, device="cpu", out=tmp_path, progress=False, eval_mode="none",
              protocol={"variant": "block", "pool_size": 8, "d_model": 16})
