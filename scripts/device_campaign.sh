@@ -76,6 +76,16 @@ fi
 if [ -f .resume/ckpts.tar.xz ]; then     # the same, recompressed here when the pieces would not fit what a call carries
   tar xJf .resume/ckpts.tar.xz -C "$OUT" && echo "checkpoints from .resume/ckpts.tar.xz"
 fi
+# Triton's cache, carried between calls (.resume/triton-cache.tgz, from the last call's
+# $OUT/triton-cache.tgz): on a fresh machine fla's GDN kernels compile and autotune for about three
+# minutes at every run's start (2 December); with the autotuning results on disk
+# (TRITON_CACHE_AUTOTUNING) a kernel compiles only its chosen configuration, or nothing at all
+export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/triton-cache}" TRITON_CACHE_AUTOTUNING=1
+mkdir -p "$TRITON_CACHE_DIR"
+if [ -f .resume/triton-cache.tgz ]; then
+  tar xzf .resume/triton-cache.tgz -C "$TRITON_CACHE_DIR" && echo "triton cache from .resume/triton-cache.tgz:" \
+    "$(find "$TRITON_CACHE_DIR" -name '*.autotune.json' | wc -l) autotuning results"
+fi
 nvidia-smi --query-gpu=index,name,memory.used --format=csv,noheader
 mkdir -p "$OUT/bench"
 if [ -n "$pytest_args" ]; then
@@ -147,6 +157,15 @@ pack() {
     fi
   fi
   rm -rf results
+  # the Triton cache whole when it fits one returned file (15 MiB), else its autotuning results only
+  # (each kernel then compiles its chosen configuration again, without benchmarking the others)
+  if [ -d "$TRITON_CACHE_DIR" ] && [ -n "$(ls -A "$TRITON_CACHE_DIR")" ]; then
+    (cd "$TRITON_CACHE_DIR" && tar czf "$OUT/triton-cache.tgz" .)
+    if [ "$(stat -c %s "$OUT/triton-cache.tgz")" -gt $(( 15 * 1024 * 1024 )) ]; then
+      (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' | tar czf "$OUT/triton-cache.tgz" -T -)
+      echo "triton cache: over 15 MiB; only its $(tar tzf "$OUT/triton-cache.tgz" | grep -c autotune.json) autotuning results come back"
+    fi
+  fi
   ls -la "$OUT"
 }
 trap 'echo "terminated: packing what there is"; pack; exit 124' TERM INT

@@ -24,6 +24,11 @@ if [[ "$*" == *"assocmem.gpu.tasks.campaign"* ]]; then
   # large unfinished checkpoints (sparse: their size counts, their zeros compress to nothing)
   for n in $STUB_BIG_CKPTS; do truncate -s 50M "$out/mqar/big${n}_s0.ckpt.pt"; done
   [ -n "$STUB_SLEEP" ] && sleep "$STUB_SLEEP"
+  # what Triton would leave: the carried cache is there, new autotuning results and kernels are added
+  echo "the run sees TRITON_CACHE_AUTOTUNING=$TRITON_CACHE_AUTOTUNING carried=$(cat "$TRITON_CACHE_DIR/k0/old.autotune.json" 2>/dev/null)" >> "$STUB_LOG"
+  mkdir -p "$TRITON_CACHE_DIR/k1"; echo '{"configs_timings": []}' > "$TRITON_CACHE_DIR/k1/new.autotune.json"
+  if [ -n "$STUB_TRITON_BIG" ]; then head -c 17M /dev/urandom > "$TRITON_CACHE_DIR/k1/kernel.cubin"
+  else echo small > "$TRITON_CACHE_DIR/k1/kernel.cubin"; fi
 fi
 if [[ "$*" == *"assocmem gpu bench"* || "$*" == *"cpu_scan_precision.py"* ]]; then
   out=""; prev=""
@@ -163,3 +168,36 @@ def test_a_background_command_runs_beside_the_campaign_and_its_log_comes_back(tm
     assert "background command: rc 0" in r.stdout and "diag-ran" in r.stdout
     names, _ = _packed(out)
     assert "results/bench/bg.log" in names and "results/bench/root.txt" in names
+
+
+@pytest.mark.parametrize("big", (False, True))
+def test_the_triton_cache_is_carried_in_and_comes_back(tmp_path, big):
+    """.resume/triton-cache.tgz is unpacked into TRITON_CACHE_DIR before the campaign, which runs with
+    TRITON_CACHE_AUTOTUNING=1; the cache comes back as $OUT/triton-cache.tgz, whole when it fits one
+    returned file, else its autotuning results only (said in one line)."""
+    import io
+
+    root = _checkout(tmp_path)
+    (root / ".resume").mkdir()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        data = b"carried-json"
+        info = tarfile.TarInfo("./k0/old.autotune.json")
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    (root / ".resume" / "triton-cache.tgz").write_bytes(buf.getvalue())
+    env, out = _env(tmp_path, TRITON_CACHE_DIR=str(tmp_path / "tcache"), **({"STUB_TRITON_BIG": "1"} if big else {}))
+    r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--call-limit-s", "300"], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "triton cache from .resume/triton-cache.tgz: 1 autotuning results" in r.stdout
+    assert "the run sees TRITON_CACHE_AUTOTUNING=1 carried=carried-json" in (tmp_path / "log").read_text()
+    with tarfile.open(out / "triton-cache.tgz") as t:
+        names = sorted(n.lstrip("./") for n in t.getnames() if n.endswith((".json", ".cubin")))
+    if big:
+        assert names == ["k0/old.autotune.json", "k1/new.autotune.json"]
+        assert "triton cache: over 15 MiB; only its 2 autotuning results come back" in r.stdout
+        assert (out / "triton-cache.tgz").stat().st_size < 1024 * 1024
+    else:
+        assert names == ["k0/old.autotune.json", "k1/kernel.cubin", "k1/new.autotune.json"]
+        assert "over 15 MiB" not in r.stdout
