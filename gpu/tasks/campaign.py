@@ -337,6 +337,28 @@ def device14():
     return jobs
 
 
+def device15():
+    """The next session's plan (issue 16, MQAR), after the first session of 2 December: GDN on Block's last
+    3,750 steps (its checkpoint in ``.resume/``), GDN on Update (25,000 steps), both on the hybrid core
+    (about 40 steps/s alone; carry ``.resume/triton-cache.tgz`` once a call has returned one), then
+    seeds 1 and 2 of BL on Update and Block at lr 3e-3 (a reading counts as confirmed on 3 seeds), then
+    GDN with its short convolution on both, then BL's other two rates.  Every MQAR model here is small
+    (d_model 128, batch 256) and leaves the H200 mostly idle alone, so two at a time
+    (``--workers-per-device 2``) should nearly double what a call does; its steps/s is measured by the
+    runs' logs."""
+    jobs = []
+    for variant in ("block", "update"):
+        jobs += grid("mqar", ["gdn"], [0], {"variant": variant})
+    for variant in ("update", "block"):
+        jobs += grid("mqar", ["bl"], [1, 2], {"variant": variant, "lr": 3e-3})
+    for variant in ("block", "update"):
+        jobs += grid("mqar", ["gdn-conv"], [0], {"variant": variant})
+    for lr in (1e-3, 3e-4):
+        for variant in ("block", "update"):
+            jobs += grid("mqar", ["bl"], [0], {"variant": variant, "lr": lr})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -356,7 +378,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15}
 
 
 def cost(job) -> float:
