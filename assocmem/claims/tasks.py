@@ -869,9 +869,9 @@ def mqar(ev: Evidence) -> None:
     if so_far:
         short = [k for k, v in grid.items() if len(v) < len(MQAR_LR_GRID)]
         ev.summary += ("; measured so far (test, seed 0): " + ", ".join(so_far)
-                       + (f" [learning rates run: " + "; ".join(f"{k} {', '.join(f'{x:g}' for x in grid[k])}"
-                                                             for k in short)
-                          + f" of {', '.join(f'{x:g}' for x in MQAR_LR_GRID)}]" if short else ""))
+                       + (f" [learning rates run of the grid {', '.join(f'{x:g}' for x in MQAR_LR_GRID)}: "
+                          + "; ".join(f"{k} {', '.join(f'{x:g}' for x in grid[k])}" for k in short) + "]"
+                          if short else ""))
     if other_text:
         ev.summary += "; other protocols (ablations, not readings): " + ", ".join(other_text)
     gaps = [f"{k} trained to {m['final_train_acc']:.2f} on its pool but tests at "

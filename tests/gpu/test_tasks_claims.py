@@ -368,7 +368,7 @@ def test_mqar_summary_shows_what_is_measured_and_which_learning_rates_ran(tmp_pa
     r = _claim("task.mqar").run()
     assert r.status == "pending", r.detail
     assert "measured so far (test, seed 0): bl at 16 pairs 0.02" in r.detail, r.detail
-    assert "learning rates run: bl block 0.001 of 0.0003, 0.001, 0.003" in r.detail, r.detail
+    assert "learning rates run of the grid 0.0003, 0.001, 0.003: bl block 0.001]" in r.detail, r.detail
     assert r.computed["lrs_run"] == {"bl block": [0.001]}
     # the other two rates: the grid is complete and the note goes
     for lr in (3e-4, 3e-3):
