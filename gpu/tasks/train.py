@@ -979,6 +979,10 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
         step0, curve, wall_before = ck["step"], ck["curve"], ck.get("wall_s", 0.0)
         segments = list(ck.get("segments") or [{"steps": [0, int(step0)],
                                                 "device": "not recorded (a checkpoint from before segments)"}])
+        if model_cores(net):                     # segments from before the core was recorded say so
+            segments = [s if "core" in s else {**s, "core": ["not recorded (trained before 2 December 2026, "
+                                                             "when segments began to record their core)"]}
+                        for s in segments]
         if sched is not None and ck.get("curriculum") is not None:
             # the schedule continues where it was (stage, switches, the partial accuracy window)
             sched = Cu.CurriculumSchedule.from_state(ck["curriculum"])

@@ -326,6 +326,17 @@ def test_a_resumed_run_records_each_segments_core(tmp_path):
                  eval_mode="none", protocol=pr, resume=resume)
     rec = json.loads((tmp_path / "mqar" / "bl__variant-block__d_model-16__pool_size-8_s0.json").read_text())
     assert len(rec["provenance"]["segments"]) == 2 and not any("core" in s for s in rec["provenance"]["segments"])
+    # a checkpoint written before segments recorded their core: its segments say the core is not known
+    ck_path = tmp_path / "mqar" / "gdn__variant-block__d_model-16__pool_size-8_s0.ckpt.pt"
+    ck = torch.load(ck_path, weights_only=False)
+    ck["segments"] = [{k: v for k, v in s.items() if k != "core"} for s in ck["segments"]]
+    torch.save(ck, ck_path)
+    Tr.train("mqar", "gdn", steps=3, batch_size=2, device="cpu", out=tmp_path, progress=False,
+             eval_mode="none", protocol=pr, resume=True)
+    rec = json.loads((tmp_path / "mqar" / "gdn__variant-block__d_model-16__pool_size-8_s0.json").read_text())
+    segs = rec["provenance"]["segments"]
+    assert [s["steps"] for s in segs] == [[0, 1], [1, 2], [2, 3]]
+    assert all(s["core"][0].startswith("not recorded") for s in segs[:2]) and "CPU" in segs[2]["core"][0]
 
 
 def test_bl_records_its_model_too(tmp_path):
