@@ -114,15 +114,19 @@ def _hybrid(*args, **kw):
 
 
 def install() -> None:
-    """Route ``fla.ops.gated_delta_rule.chunk``'s calls of ``chunk_bwd_dqkwg`` through
-    :func:`chunk_bwd_dqkwg_torch` where fla refuses its kernel (idempotent; process-wide, as fla's
-    own module global is)."""
+    """Route the calls of ``chunk_bwd_dqkwg`` in ``fla.ops.gated_delta_rule.chunk`` (GDN) and
+    ``fla.ops.simple_gla.chunk`` (simple GLA: the Mamba2 core of :mod:`.fla_mamba2`; the same kernel,
+    called with a per-head gate, no ``w`` and the raw values) through :func:`chunk_bwd_dqkwg_torch`
+    where fla refuses its kernel (idempotent; process-wide, as fla's own module globals are)."""
     import fla.ops.gated_delta_rule.chunk as mod
+    import fla.ops.simple_gla.chunk as sgla
 
     with _LOCK:
         if "chunk_bwd_dqkwg" not in _ORIGINAL:
             _ORIGINAL["chunk_bwd_dqkwg"] = mod.chunk_bwd_dqkwg
-            mod.chunk_bwd_dqkwg = _hybrid
+        for m in (mod, sgla):
+            if m.chunk_bwd_dqkwg is not _hybrid:
+                m.chunk_bwd_dqkwg = _hybrid
 
 
 

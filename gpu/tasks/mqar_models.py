@@ -307,6 +307,9 @@ class _FLAMixer(nn.Module):
         if backend == "hybrid":
             from .fla_hybrid import install
             install()                                # fla's Triton GDN, its refused backward kernel in torch
+        if backend == "simple_gla":                  # Mamba2's scan as fla's Triton simple GLA
+            from .fla_mamba2 import forward
+            return forward(self.layer, h)
         return self.layer(h)[0]
 
     def _gpu_backend(self, device=None) -> str:
@@ -434,10 +437,29 @@ class Mamba2Mixer(_FLAMixer):
     def conv_state_size(self) -> int:
         return self.layer.conv_dim * self.layer.conv_kernel_size
 
+    def _gpu_backend(self, device=None) -> str:
+        """``"simple_gla"`` (:mod:`.fla_mamba2`: the SSD scan as fla's Triton simple GLA) on a GPU where
+        ``mamba_ssm`` is missing and that core's self-check passes; else ``"triton"`` (the layer as fla
+        runs it: mamba_ssm's kernels, or its naive ``torch_forward``)."""
+        from fla.layers import mamba2
+
+        from .fla_mamba2 import core_ok
+        if not mamba2.is_fast_path_available and device is not None and core_ok(device):
+            return "simple_gla"
+        return "triton"
+
     def _core(self) -> str:
         from fla.layers import mamba2
 
-        if next(self.parameters()).device.type == "cuda":
+        dev = next(self.parameters()).device
+        if dev.type == "cuda":
+            if self._gpu_backend(dev) == "simple_gla":
+                from .fla_mamba2 import _CHECKED
+                chk = _CHECKED.get((dev.type, dev.index))
+                note = (f"; self-check against a float64 recursion: max relative error {chk['max_rel_err']:.2e} "
+                        f"(tol {chk['tol']:g})" if chk else "")
+                return ("fla Triton chunk_simple_gla as the SSD scan (assocmem.gpu.tasks.fla_mamba2; its refused "
+                        f"chunk_bwd_dqkwg in torch, fla_hybrid){note}")
             return ("mamba_ssm fused kernels" if mamba2.is_fast_path_available else
                     "fla torch_forward (naive chunked SSD; mamba_ssm missing) with fla's Triton SiLU and norm")
         return "torch on CPU (fla torch_forward; assocmem.gpu.tasks.fla_cpu)"

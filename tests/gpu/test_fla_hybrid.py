@@ -61,6 +61,11 @@ def test_dqkwg_equals_autograd_of_the_chunk_forward(T, BT, H, HV):
     # fla's Triton kernels that read dw and dg next assume [B, T, ...] memory: a sliced view (a
     # partial last chunk) was read wrongly on the H200
     assert all(x.is_contiguous() for x in got), [x.is_contiguous() for x in got]
+    # simple GLA's call (the Mamba2 core, fla_mamba2): no w, no dv; dq, dk, dg are the same quantities
+    sg = chunk_bwd_dqkwg_torch(q, k, v, do, h, dh, g=gnat / math.log(2.0), scale=scale, chunk_size=BT)
+    assert sg[2] is None
+    for name, a, b in zip(("dq", "dk", "dg"), (sg[0], sg[1], sg[3]), (want[0], want[1], want[3])):
+        assert float((a.double() - b).norm() / b.norm()) < 1e-5, name
 
 
 @pytest.mark.parametrize("T", (40, 48))
