@@ -342,7 +342,10 @@ def device15():
     3,750 steps (its checkpoint in ``.resume/``), GDN on Update (25,000 steps), both on the hybrid core
     (about 40 steps/s alone; carry ``.resume/triton-cache.tgz`` once a call has returned one), then
     seeds 1 and 2 of BL on Update and Block at lr 3e-3 (a reading counts as confirmed on 3 seeds), then
-    GDN with its short convolution on both, then BL's other two rates.  Every MQAR model here is small
+    GDN with its short convolution on both, then BL's other two rates, then Fig. 4a's Base (length 512,
+    64 pairs; about 15,600 steps, BL about 19 steps/s alone) for BL (lr 3e-3) and GDN at the default
+    width.  Mamba2's Triton scan (``fla_mamba2``) is new and unmeasured: probe it first
+    (``--probe "mqar:mamba2:variant=update,pool_size=2048"``) before it is planned.  Every MQAR model here is small
     (d_model 128, batch 256) and leaves the H200 mostly idle alone, so two at a time
     (``--workers-per-device 2``) should nearly double what a call does; its steps/s is measured by the
     runs' logs."""
@@ -356,6 +359,8 @@ def device15():
     for lr in (1e-3, 3e-4):
         for variant in ("block", "update"):
             jobs += grid("mqar", ["bl"], [0], {"variant": variant, "lr": lr})
+    jobs += grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "base"})
     return jobs
 
 
