@@ -83,7 +83,7 @@ def _kqz(q_ptr, k_ptr, a_ptr, u_ptr, tki, vr, i_g, rc, mc, ri, G: tl.constexpr, 
 
 @triton.jit
 def _mean_chunk(v_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, dv_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
-                dgc_ptr, dqg_ptr, dkg_ptr, Gm, Kt, Qt, Z, glast, n, i_bhg, i_bh, i_g, tki, vr, cb, cv, mv,
+                dgc_ptr, dqg_ptr, dkg_ptr, Gm, Kt, Qt, Z, glast, n, sn, i_bhg, i_bh, i_g, tki, vr, cb, cv, mv,
                 rr, rc, mr, mc, ri, ci, NT, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr, C: tl.constexpr,
                 PREC: tl.constexpr):
     """One chunk of the mean adjoint from ``G`` at its end::
@@ -93,10 +93,11 @@ def _mean_chunk(v_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, dv_ptr, daq_ptr, 
     ``dV`` stored and, atomically over value blocks (and groups for the per-token ones):
     ``dA_q = tril(dO (βE)ᵀ)``, ``dN = stril((β ⊙ d(βE)) (V − Kγ M)ᵀ)``, ``dŨ = βE Gᵀ``,
     ``dβ = rowsum(E ⊙ d(βE))``, ``dγ_C = rowsum(G ⊙ M)``, ``d(Qγ) = dO Mᵀ``, ``d(Kγ) = −dV Mᵀ``.
-    Returns ``(dO, dV)``."""
+    ``sn``: the chunk's row in the state buffer ``ms`` (``(b·H + h)·NS + n − N0``, see
+    :func:`chunk_bwd_mean_par_kernel`).  Returns ``(dO, dV)``."""
     bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)
     Wm = tl.load(w_ptr + cb + ri * C + ci)
-    Ms = tl.load(ms_ptr + (i_bh * NT + n) * D * M + rr * M + cv, mask=mr & mv, other=0.)
+    Ms = tl.load(ms_ptr + sn * D * M + rr * M + cv, mask=mr & mv, other=0.)
     dO = tl.load(do_ptr + tki * M + cv, mask=vr & mv, other=0.).to(tl.float32)
     Et = tl.load(e_ptr + tki * M + cv, mask=vr & mv, other=0.)
     Vt = tl.load(v_ptr + tki * M + cv, mask=vr & mv, other=0.).to(tl.float32)
@@ -118,18 +119,22 @@ def _mean_chunk(v_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, dv_ptr, daq_ptr, 
     return dO, dV
 
 
-@triton.jit(do_not_specialize=["T", "NT"])
-def chunk_bwd_pstate_kernel(k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, p0_ptr, ps_ptr, T, NT,
+@triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
+def chunk_bwd_pstate_kernel(k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, p0_ptr, ps_ptr, pe_ptr, T, NT, N0, N1,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
-                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
-    """Chunk-start covariances ``ps [B, H, G, NT, D, D]``:
-    ``P ← (γ_Cγ_Cᵀ) ⊙ (P − Zᵀ diag(β) Z) + diag(c_C)``."""
+                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
+                            STORE_END: tl.constexpr = False):
+    """Chunk-start covariances of chunks ``N0 … N1−1``, ``ps [B, H, G, N1−N0, D, D]``, from ``p0``
+    (the covariance at the start of chunk ``N0``, ``[B, H, G, D, D]``):
+    ``P ← (γ_Cγ_Cᵀ) ⊙ (P − Zᵀ diag(β) Z) + diag(c_C)``; with ``STORE_END`` also the covariance
+    at the start of chunk ``N1`` (the end of chunk ``N1−1``) into ``pe [B, H, G, D, D]``."""
     pid = tl.program_id(0).to(tl.int64)
     i_g, i_bh, tok = _head_group(pid, T, H, G)
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
+    NS = N1 - N0
     P = tl.load(p0_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
-    for n in range(NT):
-        tl.store(ps_ptr + (pid * NT + n) * D * D + rr * D + rc, P, mask=mr & mc)
+    for n in range(N0, N1):
+        tl.store(ps_ptr + (pid * NS + n - N0) * D * D + rr * D + rc, P, mask=mr & mc)
         vr, tki = _rows(ri, n, tok, T, H, C)
         Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
         bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)
@@ -143,20 +148,26 @@ def chunk_bwd_pstate_kernel(k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, p0_ptr, ps_pt
         P = P - tl.dot(tl.trans(Z * bt), Z, input_precision=PREC)
         P = P * (tl.trans(glast) * glast) + tl.where((rr == rc) & mr, clast, 0.)
         P = 0.5 * (P + tl.trans(P))
+    if STORE_END:
+        tl.store(pe_ptr + pid * D * D + rr * D + rc, P, mask=mr & mc)
 
 
-@triton.jit(do_not_specialize=["T", "NT"])
-def chunk_bwd_mstate_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, m0_ptr, ms_ptr, T, NT,
+@triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
+def chunk_bwd_mstate_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, m0_ptr, ms_ptr, me_ptr, T, NT, N0, N1,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
                             MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NVG: tl.constexpr,
-                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
-    """Chunk-start means ``ms [B, H, NT, D, m]``: ``M ← γ_C ⊙ M + (γ_C ⊙ Z)ᵀ (β ⊙ E)``."""
+                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
+                            STORE_END: tl.constexpr = False):
+    """Chunk-start means of chunks ``N0 … N1−1``, ``ms [B, H, N1−N0, D, m]``, from ``m0`` (the mean
+    at the start of chunk ``N0``): ``M ← γ_C ⊙ M + (γ_C ⊙ Z)ᵀ (β ⊙ E)``; with ``STORE_END`` also
+    the mean at the start of chunk ``N1`` into ``me [B, H, D, m]``."""
     pid = tl.program_id(0).to(tl.int64)
     i_bhg, i_g, i_bh, tok, cv, mv = _value_block(pid, T, H, G, MG, BV, NVG)
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
+    NS = N1 - N0
     S = tl.load(m0_ptr + i_bh * D * M + rr * M + cv, mask=mr & mv, other=0.).to(tl.float32)
-    for n in range(NT):
-        tl.store(ms_ptr + (i_bh * NT + n) * D * M + rr * M + cv, S, mask=mr & mv)
+    for n in range(N0, N1):
+        tl.store(ms_ptr + (i_bh * NS + n - N0) * D * M + rr * M + cv, S, mask=mr & mv)
         vr, tki = _rows(ri, n, tok, T, H, C)
         Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
         bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)
@@ -166,12 +177,14 @@ def chunk_bwd_mstate_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, m0_ptr, ms_ptr, T, NT
             Ut = (glast / gam) * Ut                                                      # γ_C ⊙ Z
             S = tl.trans(glast) * S
         S = S + tl.dot(tl.trans(Ut), bt * Et, input_precision=PREC)
+    if STORE_END:
+        tl.store(me_ptr + i_bh * D * M + rr * M + cv, S, mask=mr & mv)
 
 
 @triton.jit
 def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
                dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
-               Hc, n, pid, i_bh, tok, T, NT,
+               Hc, n, sn, pid, i_bh, tok, T, NT,
                H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
                HAS_ALPHA: tl.constexpr, PREC: tl.constexpr, OUT: tl.constexpr):
     """One chunk of the covariance adjoint: ``H`` at the chunk end → ``H`` at its start
@@ -181,6 +194,8 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
         dN ⊃ stril(dZ Ω̃ᵀ),  dΩ̃ = Nᵀ dZ,  Ψ = −stril(dN Nᵀ) diag(β) − diag(β² dβ),
         dΣ_y = sym(Nᵀ Ψ N) (diagonal: dr²),  dΩ̃ ⊃ dS_lowᵀ Kγ,  d(Kγ) ⊃ dS_low Ω̃ + dΩ̃ P,
         H ← dP_m + sym(Kγᵀ dΩ̃)
+
+    ``sn``: the chunk's row in the state buffer ``ps`` (see :func:`chunk_bwd_cov_par_kernel`).
     """
     i_g = pid % G
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
@@ -200,7 +215,7 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
     bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)                       # [C, 1]
     btr = tl.load(beta_ptr + tkc * G + i_g, mask=vc, other=1.)                      # [1, C]
     Nn = tl.load(w_ptr + cb + ri * C + ci) / bt                                     # N = diag(1/β) W
-    P = tl.load(ps_ptr + (pid * NT + n) * D * D + rr * D + rc, mask=mr & mc, other=0.)
+    P = tl.load(ps_ptr + sn * D * D + rr * D + rc, mask=mr & mc, other=0.)
     # P' = (γ_Cγ_Cᵀ) ⊙ (P − Zᵀ diag(β) Z) + diag(c_C)
     dPm = (tl.trans(glast) * glast) * Hc
     Pm = P - tl.dot(tl.trans(Z * bt), Z, input_precision=PREC)
@@ -298,21 +313,23 @@ def chunk_bwd_epilogue_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, dqg_ptr, dkg_ptr, dkd
 # (Φ = F_C ⋯ F_1, the product of the chunk's token transitions F_t = (I − β_t u_t k_tᵀ) A_t);
 # everything else runs with one program per chunk from the stored chunk-end adjoints
 # --------------------------------------------------------------------------
-@triton.jit(do_not_specialize=["T", "NT"])
+@triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
 def chunk_bwd_gstate_kernel(q_ptr, k_ptr, a_ptr, u_ptr, beta_ptr, do_ptr, w_ptr, dmT_ptr, gs_ptr, dm0_ptr,
-                            T, NT,
+                            T, NT, N0, N1,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
                             MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NVG: tl.constexpr,
                             C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
-    """Chunk-end mean adjoints ``gs [B, H, NT, D, m]`` and ``dM_0``:
+    """Chunk-end mean adjoints of chunks ``N0 … N1−1``, ``gs [B, H, N1−N0, D, m]``, from ``dmT`` (the
+    adjoint at the end of chunk ``N1−1``), and the adjoint at the start of chunk ``N0`` into ``dm0``:
     ``G ← γ_C ⊙ G + Qγᵀ dO − Kγᵀ Wᵀ (A_qᵀ dO + Ũ G)`` (fla's ``dh`` pass)."""
     pid = tl.program_id(0).to(tl.int64)
     i_bhg, i_g, i_bh, tok, cv, mv = _value_block(pid, T, H, G, MG, BV, NVG)
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
+    NS = N1 - N0
     Gm = tl.load(dmT_ptr + i_bh * D * M + rr * M + cv, mask=mr & mv, other=0.).to(tl.float32)
-    for j in range(NT):
-        n = NT - 1 - j
-        tl.store(gs_ptr + (i_bh * NT + n) * D * M + rr * M + cv, Gm, mask=mr & mv)
+    for j in range(NS):
+        n = N1 - 1 - j
+        tl.store(gs_ptr + (i_bh * NS + n - N0) * D * M + rr * M + cv, Gm, mask=mr & mv)
         vr, tki = _rows(ri, n, tok, T, H, C)
         Kt, Qt, Z, glast = _kqz(q_ptr, k_ptr, a_ptr, u_ptr, tki, vr, i_g, rc, mc, ri, G, D, BD, C, HAS_ALPHA)
         Wm = tl.load(w_ptr + (i_bhg * NT + n) * C * C + ri * C + ci)
@@ -325,71 +342,81 @@ def chunk_bwd_gstate_kernel(q_ptr, k_ptr, a_ptr, u_ptr, beta_ptr, do_ptr, w_ptr,
     tl.store(dm0_ptr + i_bh * D * M + rr * M + cv, Gm, mask=mr & mv)
 
 
-@triton.jit(do_not_specialize=["T", "NT"])
+@triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
 def chunk_bwd_mean_par_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, gs_ptr,
                               dv_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr, dgc_ptr, dqg_ptr, dkg_ptr,
-                              T, NT,
+                              T, NT, N0, N1,
                               H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
                               MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NVG: tl.constexpr,
                               C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
     """The mean adjoint's per-chunk outputs (:func:`_mean_chunk`), one program per (b, h, g, value
-    block, chunk), from the stored chunk-end adjoint ``G`` (``gs``) and chunk-start mean (``ms``)."""
+    block, chunk ``n`` of ``N0 … N1−1``), from the stored chunk-end adjoint ``G`` (``gs``) and
+    chunk-start mean (``ms``), both ``[B, H, N1−N0, D, m]`` (row ``n − N0``)."""
     pid = tl.program_id(0).to(tl.int64)
-    n = pid % NT
-    i_bhg, i_g, i_bh, tok, cv, mv = _value_block(pid // NT, T, H, G, MG, BV, NVG)
+    NS = N1 - N0
+    n = N0 + pid % NS
+    i_bhg, i_g, i_bh, tok, cv, mv = _value_block(pid // NS, T, H, G, MG, BV, NVG)
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     vr, tki = _rows(ri, n, tok, T, H, C)
     cb = (i_bhg * NT + n) * C * C
-    Gm = tl.load(gs_ptr + (i_bh * NT + n) * D * M + rr * M + cv, mask=mr & mv, other=0.)
+    sn = i_bh * NS + n - N0
+    Gm = tl.load(gs_ptr + sn * D * M + rr * M + cv, mask=mr & mv, other=0.)
     Kt, Qt, Z, glast = _kqz(q_ptr, k_ptr, a_ptr, u_ptr, tki, vr, i_g, rc, mc, ri, G, D, BD, C, HAS_ALPHA)
     _mean_chunk(v_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, dv_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
-                dgc_ptr, dqg_ptr, dkg_ptr, Gm, Kt, Qt, Z, glast, n, i_bhg, i_bh, i_g, tki, vr, cb, cv, mv,
+                dgc_ptr, dqg_ptr, dkg_ptr, Gm, Kt, Qt, Z, glast, n, sn, i_bhg, i_bh, i_g, tki, vr, cb, cv, mv,
                 rr, rc, mr, mc, ri, ci, NT, G, D, M, C, PREC)
 
 
-@triton.jit(do_not_specialize=["T", "NT"])
+@triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
 def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, hs_ptr,
                              daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
                              dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
-                             T, NT,
+                             T, NT, N0, N1,
                              H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                              C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
                              OUT: tl.constexpr = False):
-    """One program per (b, h, g, chunk).  ``OUT=False``: the chunk's source ``S_n`` (:func:`_cov_chunk`
-    with ``H = 0``) into ``hs``; ``OUT=True``: the outputs from the chunk-end adjoint ``H_n`` in ``hs``."""
+    """One program per (b, h, g, chunk ``n`` of ``N0 … N1−1``; ``ps``, ``hs`` ``[B, H, G, N1−N0, D, D]``,
+    row ``n − N0``).  ``OUT=False``: the chunk's source ``S_n`` (:func:`_cov_chunk` with ``H = 0``)
+    into ``hs``; ``OUT=True``: the outputs from the chunk-end adjoint ``H_n`` in ``hs``.  A chunk
+    reads only its own rows of the buffers (no neighbouring chunk's)."""
     pid_ = tl.program_id(0).to(tl.int64)
-    n = pid_ % NT
-    pid = pid_ // NT
+    NS = N1 - N0
+    n = N0 + pid_ % NS
+    pid = pid_ // NS
     i_g, i_bh, tok = _head_group(pid, T, H, G)
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
-    hp = hs_ptr + (pid * NT + n) * D * D + rr * D + rc
+    sn = pid * NS + n - N0
+    hp = hs_ptr + sn * D * D + rr * D + rc
     if OUT:
         Hc = tl.load(hp, mask=mr & mc, other=0.)
     else:
         Hc = tl.full((BD, BD), 0., tl.float32)
     Hc = _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_ptr, dn_ptr, dut_ptr,
                     dbeta_ptr, dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
-                    Hc, n, pid, i_bh, tok, T, NT, H, G, D, BD, C, HAS_ALPHA, PREC, OUT)
+                    Hc, n, sn, pid, i_bh, tok, T, NT, H, G, D, BD, C, HAS_ALPHA, PREC, OUT)
     if not OUT:
         tl.store(hp, Hc, mask=mr & mc)
 
 
-@triton.jit(do_not_specialize=["T", "NT"])
-def chunk_bwd_hstate_kernel(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, dp0_ptr, T, NT,
+@triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
+def chunk_bwd_hstate_kernel(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, dp0_ptr, T, NT, N0, N1,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                             C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
     """The covariance adjoint's chain: ``H ← Φᵀ H Φ + S_n`` with ``Φ = Γ − Ũᵀ X``, ``X = W Kγ``::
 
         Φᵀ H Φ = (γ_Cγ_Cᵀ) ⊙ H − A − Aᵀ + Xᵀ (Y Ũᵀ) X,   Y = Ũ H,  A = (γ_C ⊙ Yᵀ) X
 
-    reading ``S_n`` from ``hs`` and leaving the chunk-end adjoint ``H_n`` in its place."""
+    over chunks ``N1−1 … N0`` from ``dpT`` (the adjoint at the end of chunk ``N1−1``), reading ``S_n``
+    from ``hs [B, H, G, N1−N0, D, D]`` (row ``n − N0``) and leaving the chunk-end adjoint ``H_n`` in
+    its place; the adjoint at the start of chunk ``N0`` into ``dp0``."""
     pid = tl.program_id(0).to(tl.int64)
     i_g, i_bh, tok = _head_group(pid, T, H, G)
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
+    NS = N1 - N0
     Hc = tl.load(dpT_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
-    for j in range(NT):
-        n = NT - 1 - j
-        hp = hs_ptr + (pid * NT + n) * D * D + rr * D + rc
+    for j in range(NS):
+        n = N1 - 1 - j
+        hp = hs_ptr + (pid * NS + n - N0) * D * D + rr * D + rc
         S = tl.load(hp, mask=mr & mc, other=0.)
         tl.store(hp, Hc, mask=mr & mc)
         vr, tki = _rows(ri, n, tok, T, H, C)

@@ -240,6 +240,15 @@ def _use_chunked_backward(backward: str, D: int, C: int) -> bool:
     return backward == "chunked" or (backward == "auto" and D <= 64 and C <= 32)
 
 
+def _bwd_segments(L, NT: int) -> list[tuple[int, int]]:
+    """The chunk ranges ``[(n0, n1), …]`` of :func:`_chunk_backward`, first to last: one over all
+    ``NT`` chunks for ``L = None`` (``config.bwd_segment_chunks``), else ranges of ``L`` chunks
+    (the last one shorter where ``L`` does not divide ``NT``)."""
+    if L is None or L >= NT:
+        return [(0, NT)]
+    return [(n0, min(n0 + L, NT)) for n0 in range(0, NT, L)]
+
+
 def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, cfg: ChunkConfig, need_dg):
     """The chunked backward's Triton passes.  ``M0, dMT [B, H, D, m]``, ``P0, dPT [B, H, G, D, D]``
     fp32 (``dPT`` symmetric), ``W [B, H, G, NT, C, C]`` from the forward.
@@ -253,6 +262,19 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     3. the covariance sources ``S_n`` per chunk, the ``H`` chain over them, the covariance
        outputs per chunk;
     4. an elementwise epilogue (``γ, c`` and the reverse cumulative sums of the decay gradient).
+
+    With ``cfg.bwd_segment_chunks = L`` the chunks run in segments of ``L`` (:func:`_bwd_segments`),
+    so that the four per-chunk state buffers (``Ps``, ``Hs`` ``[B, H, G, L, D, D]``, ``Ms``, ``Gs``
+    ``[B, H, L, D, m]``) hold one segment instead of all ``NT`` chunks: step 1 runs forward over the
+    segments keeping only each segment's start states (``[B, H, G, D, D]``, ``[B, H, D, m]``; the
+    last segment's chunk states stay in the buffers), then steps 2–3 run segment by segment from
+    the last to the first, each segment recomputing its chunk states from its start states
+    (except the last) and carrying the adjoints ``G``, ``H`` at its start to the segment before.
+    Within a segment the order is the same as for the whole sequence (the ``G`` chain, the mean
+    outputs, the sources, the ``H`` chain, the covariance outputs): a chunk's per-chunk passes
+    read only that chunk's rows.  The same gradients (the same arithmetic, except that the order
+    of the atomic additions into the per-token adjoints may differ on a GPU); step 1's scans run
+    once more for all but the last segment.
 
     Returns ``(dq, dk, dv, dl2, dr2 [B, T, H, G], dg or None, dM0, dP0)`` in fp32.
     """
@@ -276,11 +298,21 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     kw = dict(H=H, G=G, D=D, BD=BD, C=C, HAS_ALPHA=has_a, PREC=cfg.bwd_precision, num_warps=cfg.bwd_warps,
               num_stages=1)
     vkw = dict(kw, M=m, MG=mg, BV=BV, NVG=NVG)
-    # 1. chunk-start states
-    Ps = _empty((B, H, G, NT, D, D), f32, dev)
-    Ms = _empty((B, H, NT, D, m), f32, dev)
-    KB.chunk_bwd_pstate_kernel[(B * H * G,)](k, ap, l2, u, beta, P0, Ps, T, NT, **kw)
-    KB.chunk_bwd_mstate_kernel[(B * H * G * NVG,)](ap, u, beta, e, M0, Ms, T, NT, **vkw)
+    segs = _bwd_segments(cfg.bwd_segment_chunks, NT)
+    S = len(segs)
+    NB = max(n1 - n0 for n0, n1 in segs)       # chunks held by the four per-chunk state buffers
+    # 1. chunk-start states (with segments: each segment's start state, the last segment's chunk states)
+    Ps = _empty((B, H, G, NB, D, D), f32, dev)
+    Ms = _empty((B, H, NB, D, m), f32, dev)
+    Pb, Mb = [P0], [M0]                         # states at the start of segment s
+    for s, (n0, n1) in enumerate(segs):
+        end = s < S - 1
+        Pb.append(_empty((B, H, G, D, D), f32, dev) if end else dummy)
+        Mb.append(_empty((B, H, D, m), f32, dev) if end else dummy)
+        KB.chunk_bwd_pstate_kernel[(B * H * G,)](k, ap, l2, u, beta, Pb[s], Ps, Pb[s + 1], T, NT, n0, n1,
+                                                 STORE_END=end, **kw)
+        KB.chunk_bwd_mstate_kernel[(B * H * G * NVG,)](ap, u, beta, e, Mb[s], Ms, Mb[s + 1], T, NT, n0, n1,
+                                                       STORE_END=end, **vkw)
     # the adjoints that value blocks (and groups) share are added atomically
     z = lambda *shape: torch.zeros(shape, dtype=f32, device=dev)  # noqa: E731
     dv = _empty((B, T, H, m), f32, dev)
@@ -292,17 +324,36 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     dQg, dKg, dKd, dc, dgam = (z(B, T, H, D) for _ in range(5))
     dr2 = _empty((B, T, H, G), f32, dev)
     dP0 = _empty((B, H, G, D, D), f32, dev)
-    # 2. mean side
-    Gs = _empty((B, H, NT, D, m), f32, dev)
-    Hs = _empty((B, H, G, NT, D, D), f32, dev)
-    KB.chunk_bwd_gstate_kernel[(B * H * G * NVG,)](q, k, ap, u, beta, do, W, dMT, Gs, dM0, T, NT, **vkw)
-    KB.chunk_bwd_mean_par_kernel[(B * H * G * NVG * NT,)](
-        q, k, v, ap, u, beta, e, do, W, Ms, Gs, dv, dAq, dN, dUt, dbeta, dgC, dQg, dKg, T, NT, **vkw)
-    # 3. covariance side
-    cargs = (q, k, ap, l2, u, beta, W, Ps, Hs, dAq, dN, dUt, dbeta, dr2, dQg, dKg, dKd, dc, dgam, dgC, dcC, T, NT)
-    KB.chunk_bwd_cov_par_kernel[(B * H * G * NT,)](*cargs, OUT=False, **kw)        # sources S_n
-    KB.chunk_bwd_hstate_kernel[(B * H * G,)](k, ap, u, W, dPT, Hs, dP0, T, NT, **kw)
-    KB.chunk_bwd_cov_par_kernel[(B * H * G * NT,)](*cargs, OUT=True, **kw)         # the outputs
+    Gs = _empty((B, H, NB, D, m), f32, dev)
+    Hs = _empty((B, H, G, NB, D, D), f32, dev)
+    # the adjoints between segments: segment s reads those at its end and writes those at its start
+    # (the first segment into dM0, dP0; the others alternate between two buffers)
+    carry = {}
+    gin, hin = dMT, dPT
+    for s in reversed(range(S)):
+        n0, n1 = segs[s]
+        ns = n1 - n0
+        if s < S - 1:                           # the last segment's states are still in Ps, Ms
+            KB.chunk_bwd_pstate_kernel[(B * H * G,)](k, ap, l2, u, beta, Pb[s], Ps, dummy, T, NT, n0, n1, **kw)
+            KB.chunk_bwd_mstate_kernel[(B * H * G * NVG,)](ap, u, beta, e, Mb[s], Ms, dummy, T, NT, n0, n1, **vkw)
+        if s == 0:
+            gout, hout = dM0, dP0
+        else:
+            if s % 2 not in carry:
+                carry[s % 2] = (_empty((B, H, D, m), f32, dev), _empty((B, H, G, D, D), f32, dev))
+            gout, hout = carry[s % 2]
+        # 2. mean side
+        KB.chunk_bwd_gstate_kernel[(B * H * G * NVG,)](q, k, ap, u, beta, do, W, gin, Gs, gout, T, NT, n0, n1,
+                                                       **vkw)
+        KB.chunk_bwd_mean_par_kernel[(B * H * G * NVG * ns,)](
+            q, k, v, ap, u, beta, e, do, W, Ms, Gs, dv, dAq, dN, dUt, dbeta, dgC, dQg, dKg, T, NT, n0, n1, **vkw)
+        # 3. covariance side
+        cargs = (q, k, ap, l2, u, beta, W, Ps, Hs, dAq, dN, dUt, dbeta, dr2, dQg, dKg, dKd, dc, dgam, dgC, dcC,
+                 T, NT, n0, n1)
+        KB.chunk_bwd_cov_par_kernel[(B * H * G * ns,)](*cargs, OUT=False, **kw)        # sources S_n
+        KB.chunk_bwd_hstate_kernel[(B * H * G,)](k, ap, u, W, hin, Hs, hout, T, NT, n0, n1, **kw)
+        KB.chunk_bwd_cov_par_kernel[(B * H * G * ns,)](*cargs, OUT=True, **kw)         # the outputs
+        gin, hin = gout, hout
     # 4. epilogue
     need = need_dg and has_a
     dq, dk = _empty((B, T, H, D), f32, dev), _empty((B, T, H, D), f32, dev)

@@ -80,8 +80,13 @@ class ChunkConfig:
     covariance pass of the next (:func:`.chunk._segments`).
 
     Backward: ``bwd_BV``, ``bwd_warps``, ``bwd_precision`` of the chunked backward kernels;
-    ``bwd_reduce`` of the token-by-token backward when that one runs (see
-    :class:`FusedConfig`).
+    ``bwd_segment_chunks``: None (default: one pass over all chunks) or an integer ``L ≥ 1``, the
+    chunked backward then runs in segments of ``L`` chunks from the last segment to the first,
+    recomputing each segment's chunk-start states from stored segment-start states, so that its
+    four per-chunk state buffers (two ``[B, H, G, L, D, D]``, two ``[B, H, L, D, m]``, fp32) hold
+    ``L`` chunks instead of all of them (the same gradients, for one more pass of the state scans;
+    :func:`.chunk._chunk_backward`); ``bwd_reduce`` of the token-by-token backward when that one
+    runs (see :class:`FusedConfig`).
     """
 
     cov_kernel: str = "auto"
@@ -94,6 +99,7 @@ class ChunkConfig:
     bwd_warps: int | None = None
     bwd_precision: str | None = None
     bwd_reduce: str = "atomic"
+    bwd_segment_chunks: int | None = None
 
     def __post_init__(self):
         check_choice("cov_kernel", self.cov_kernel, COV_KERNELS)
@@ -110,3 +116,6 @@ class ChunkConfig:
         if self.bwd_precision is not None:
             check_choice("bwd_precision", self.bwd_precision, PRECISIONS)
         check_choice("bwd_reduce", self.bwd_reduce, BWD_REDUCES)
+        L = self.bwd_segment_chunks
+        if L is not None and (isinstance(L, bool) or not isinstance(L, int) or L < 1):
+            raise ValueError(f"config.bwd_segment_chunks must be None or an integer >= 1 (got {L!r})")

@@ -1,0 +1,130 @@
+"""The chunked backward in segments (``ChunkConfig(bwd_segment_chunks=L)``): the chunks run in
+segments of ``L`` from the last to the first, so that the four per-chunk state buffers hold ``L``
+chunks; the gradients must be those of the one-segment backward (Triton interpreter, NaN-poisoned
+buffers) and of float64 autograd.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from assocmem.gpu import ChunkConfig, chunk_bl, naive_bl  # noqa: E402
+from conftest import _make as make  # noqa: E402  (tests/gpu/)
+from test_chunk_backward import FP32, _autograd, _calls, _decays  # noqa: E402  (tests/gpu/)
+
+pytestmark = pytest.mark.gpu
+
+# Segmented vs one segment: the same fp32 operations on the same values (the state scans restart
+# from the stored fp32 state, the adjoint chains from the stored fp32 adjoint), and every per-chunk
+# accumulator receives its atomic additions in the same order under the interpreter: measured
+# bitwise equal.  The tolerance leaves room for a GPU, where the order of the atomic additions of
+# the value blocks and groups varies between runs (a few fp32 ulps of the summed terms).
+SAME = 1e-6
+
+CASES = {  # id: (B, T, H, D, m, G, C, decay, init, bwd_BV), the L to try
+    # NT = 5, last chunk of 11 tokens: L = 1, 2 and 3 (not dividing NT), L = NT, L > NT
+    "mid": ((1, 75, 1, 4, 4, 1, 16, "mid", True, None), (1, 2, 3, 5, 8)),
+    "nodecay": ((1, 70, 1, 5, 3, 1, 16, "none", False, None), (1, 2, 8)),       # D padded, prior start
+    "groups": ((1, 60, 2, 4, 4, 2, 16, "strong", True, None), (1, 3)),          # G = 2, two heads, NT = 4
+    "blocks": ((1, 40, 1, 4, 64, 2, 16, "mid", True, 16), (1, 2)),             # NVG = 2 value blocks a group
+    "c32": ((1, 100, 1, 4, 4, 1, 32, "weak", True, None), (1, 3)),            # C = 32, NT = 4
+}
+PARAMS = [(cid, L) for cid, (_, Ls) in CASES.items() for L in Ls]
+
+_BASE: dict = {}
+
+
+def _case(cid):
+    """Inputs, loss weights, the float64 autograd reference and the one-segment kernel gradients
+    of a case (computed once per module)."""
+    if cid not in _BASE:
+        (B, T, H, D, m, G, C, decay, init, BV), _ = CASES[cid]
+        x = _decays(make(B, T, H, D, m, G, alpha=decay != "none", init=init, seed=T + D), decay, T)
+        w = torch.randn(B, T, H, m, generator=torch.Generator().manual_seed(T), dtype=torch.float64)
+        ref = _autograd(naive_bl, x, w)
+        base = _autograd(chunk_bl, x, w, chunk_size=C, backward="chunked", config=ChunkConfig(bwd_BV=BV))
+        _BASE[cid] = (x, w, ref, base)
+    return _BASE[cid]
+
+
+@pytest.mark.parametrize("cid,L", PARAMS)
+def test_segmented_backward_equals_one_segment_and_float64(interpret, monkeypatch, relerr, cid, L):
+    """Every input's gradient (q, k, v, ℓ², r², decay, M0, P0) with ``bwd_segment_chunks = L``
+    equals the one-segment chunked backward's (to ``SAME``) and float64 autograd (to ``FP32``, as
+    in ``test_chunk_backward.py``)."""
+    x, w, ref, base = _case(cid)
+    (B, T, H, D, m, G, C, decay, init, BV), _ = CASES[cid]
+    calls = _calls(monkeypatch)
+    got = _autograd(chunk_bl, x, w, chunk_size=C, backward="chunked",
+                    config=ChunkConfig(bwd_BV=BV, bwd_segment_chunks=L))
+    assert calls == [1]                                    # the chunked kernels ran, not the fallback
+    assert set(got) == set(base) == set(ref)
+    for n in ref:
+        assert not torch.isnan(got[n]).any(), n
+        assert relerr(base[n], got[n]) <= SAME, (n, float((base[n] - got[n]).abs().max()))
+        assert relerr(ref[n], got[n]) < FP32, n
+
+
+def _state_shapes(monkeypatch, x, w, C, L):
+    """The shapes that the backward allocates through ``chunk._empty`` (the forward's not recorded)."""
+    import assocmem.gpu.chunk as ch
+
+    shapes, on = [], [False]
+    orig = ch._empty
+
+    def rec(shape, dtype, device):
+        if on[0]:
+            shapes.append(tuple(shape))
+        return orig(shape, dtype, device)
+
+    monkeypatch.setattr(ch, "_empty", rec)
+    leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2", "alpha")}
+    st0 = tuple(t.clone().requires_grad_(True) for t in x["initial_state"])
+    o, (M, P) = chunk_bl(**leaves, initial_state=st0, output_final_state=True, chunk_size=C, backward="chunked",
+                         config=ChunkConfig(bwd_segment_chunks=L))
+    on[0] = True
+    ((o * w).sum() + (M * M).sum() + (P ** 2).sum()).backward()
+    return shapes, {n: t.grad for n, t in leaves.items()}
+
+
+@pytest.mark.parametrize("L,NB", [(None, 5), (2, 2), (3, 3), (8, 5)])
+def test_segmented_backward_state_buffers_hold_L_chunks(interpret, monkeypatch, make_inputs, L, NB):
+    """``Ps``, ``Hs`` ``[B, H, G, NB, D, D]`` and ``Ms``, ``Gs`` ``[B, H, NB, D, m]`` with
+    ``NB = min(L, NT)`` chunks (``NT = 5``; sizes chosen so that no other buffer has these shapes),
+    and none over all ``NT`` chunks when ``L < NT``."""
+    B, T, H, D, m, G, C = 1, 75, 1, 8, 12, 2, 16
+    NT = -(-T // C)
+    x = make_inputs(B, T, H, D, m, G, alpha=True, init=True, seed=5)
+    w = torch.randn(B, T, H, m, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    shapes, grads = _state_shapes(monkeypatch, x, w, C, L)
+    assert shapes.count((B, H, G, NB, D, D)) == 2, shapes                 # Ps, Hs
+    assert shapes.count((B, H, NB, D, m)) == 2, shapes                    # Ms, Gs
+    if NB < NT:
+        assert (B, H, G, NT, D, D) not in shapes and (B, H, NT, D, m) not in shapes, shapes
+    # the segment-start states (P, M at the start of every segment but the first) and the two
+    # buffers of each adjoint carried between segments, beside dM0, dP0
+    S = -(-NT // NB)
+    carried = min(2, S - 1)
+    assert shapes.count((B, H, G, D, D)) == (S - 1) + carried + 1, shapes
+    assert shapes.count((B, H, D, m)) == (S - 1) + carried + 1, shapes
+    assert all(not torch.isnan(g).any() for g in grads.values())
+
+
+def test_bwd_segments_ranges():
+    from assocmem.gpu.chunk import _bwd_segments
+
+    assert _bwd_segments(None, 5) == [(0, 5)]
+    assert _bwd_segments(5, 5) == [(0, 5)] and _bwd_segments(9, 5) == [(0, 5)]
+    assert _bwd_segments(1, 3) == [(0, 1), (1, 2), (2, 3)]
+    assert _bwd_segments(2, 5) == [(0, 2), (2, 4), (4, 5)]
+    assert _bwd_segments(16, 128) == [(16 * i, 16 * i + 16) for i in range(8)]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, False, "4"])
+def test_bad_bwd_segment_chunks(bad):
+    with pytest.raises(ValueError, match=r"config\.bwd_segment_chunks"):
+        ChunkConfig(bwd_segment_chunks=bad)
+
+
+def test_good_bwd_segment_chunks():
+    for good in (None, 1, 3, 1 << 20):
+        assert ChunkConfig(bwd_segment_chunks=good).bwd_segment_chunks == good
