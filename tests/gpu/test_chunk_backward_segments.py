@@ -128,3 +128,27 @@ def test_bad_bwd_segment_chunks(bad):
 def test_good_bwd_segment_chunks():
     for good in (None, 1, 3, 1 << 20):
         assert ChunkConfig(bwd_segment_chunks=good).bwd_segment_chunks == good
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the compiled kernels")
+@pytest.mark.parametrize("decay", ("mid", "none"))
+def test_cuda_segmented_backward_equals_one_segment_in_less_memory(relerr, decay):
+    """Compiled on a GPU (fp32 inputs, C = 16, NT = 64): ``bwd_segment_chunks = 16`` gives the one-segment
+    gradients to ``SAME`` (the atomic additions' order may differ) and a lower peak of allocated memory."""
+    B, T, H, D, m = 2, 1024, 4, 64, 64
+    x = _decays(make(B, T, H, D, m, alpha=decay != "none", init=True, seed=7, dtype=torch.float32), decay, T)
+    x = {k: (v.cuda() if torch.is_tensor(v) else tuple(t.cuda() for t in v) if isinstance(v, tuple) else v)
+         for k, v in x.items()}
+    w = torch.randn(B, T, H, m, device="cuda")
+    out, peak = {}, {}
+    for L in (None, 16):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        out[L] = _autograd(chunk_bl, x, w, chunk_size=16, backward="chunked",
+                           config=ChunkConfig(bwd_segment_chunks=L))
+        torch.cuda.synchronize()
+        peak[L] = torch.cuda.max_memory_allocated() - base
+    for n in out[None]:
+        assert relerr(out[16][n].double(), out[None][n].double()) <= SAME, n
+    assert peak[16] < peak[None], peak
