@@ -340,7 +340,8 @@ def device14():
 def device15():
     """The next session's plan (issue 16, MQAR), after the first session of 2 December: GDN on Block's last
     3,750 steps (its checkpoint in ``.resume/``), GDN on Update (25,000 steps), both on the hybrid core
-    (about 40 steps/s alone; carry ``.resume/triton-cache.tgz`` once a call has returned one), then
+    (about 40 steps/s alone; carry ``.resume/triton-cache.tgz`` once a call has returned one), then BL on
+    Block under ``backbone=mixers`` (no convolution, no MLP: the Block reading's candidate cause), then
     seeds 1 and 2 of BL on Update and Block at lr 3e-3 (a reading counts as confirmed on 3 seeds), then
     GDN with its short convolution on both, then BL's other two rates, then Fig. 4a's Base (length 512,
     64 pairs; about 15,600 steps, BL about 19 steps/s alone) for BL (lr 3e-3) and GDN at the default
@@ -352,6 +353,9 @@ def device15():
     jobs = []
     for variant in ("block", "update"):
         jobs += grid("mqar", ["gdn"], [0], {"variant": variant})
+    # BL at 16 pairs is 0.91 under the convolution and 0.03 under (mixer, MLP); the notes read 0.75 "without
+    # a local convolution": the mixers alone separate the convolution from the MLP
+    jobs += grid("mqar", ["bl"], [0], {"variant": "block", "lr": 3e-3, "backbone": "mixers"})
     for variant in ("update", "block"):
         jobs += grid("mqar", ["bl"], [1, 2], {"variant": variant, "lr": 3e-3})
     for variant in ("block", "update"):

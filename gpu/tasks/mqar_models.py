@@ -472,7 +472,7 @@ _MIXER_CLASSES = {"bl": BLMixer, "gdn": GDNMixer, "gdn-conv": functools.partial(
 MixerFactory = Callable[[int], nn.Module]
 
 
-BACKBONES = ("mlp", "zoology")
+BACKBONES = ("mlp", "zoology", "mixers")
 ZOOLOGY_CONV_WIDTH = 3        # Zoology's MQAR configurations: BaseConv with kernel_size=3
 
 
@@ -496,7 +496,8 @@ class GatedShortConv(nn.Module):
 
 class MQARModel(nn.Module):
     """Token embedding, ``n_layers`` pre-norm blocks (``backbone``: ``"zoology"``, (gated short conv,
-    mixer); ``"mlp"``, (mixer, MLP)), read-out over the value ids.
+    mixer); ``"mlp"``, (mixer, MLP); ``"mixers"``, the mixer alone: no convolution and no MLP), read-out
+    over the value ids.
 
     ``mixer``: a name of :data:`~.names.MQAR_MODELS` (``"bl"``: :class:`BLMixer`,
     ``"gdn"``/``"gdn-conv"``: :class:`GDNMixer`, ``"mamba2"``: :class:`Mamba2Mixer`;
@@ -525,11 +526,13 @@ class MQARModel(nn.Module):
         self.embed = nn.Embedding(n_tokens, d_model)
         self.mixers = nn.ModuleList(factory(d_model) for _ in range(n_layers))
         self.norm1 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
-        self.norm2 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
+        if backbone != "mixers":       # the norm before each layer's MLP or convolution
+            self.norm2 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
         if backbone == "mlp":          # each mixer layer followed by an MLP
             self.mlps = nn.ModuleList(MLP(d_model, mlp_ratio) for _ in range(n_layers))
-        else:                          # Zoology's hybrid: a gated short convolution before each mixer, no MLP
+        elif backbone == "zoology":    # Zoology's hybrid: a gated short convolution before each mixer, no MLP
             self.convs = nn.ModuleList(GatedShortConv(d_model) for _ in range(n_layers))
+        # "mixers": nothing between the mixer layers (only the residual stream and the norms)
         self.out_norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, n_classes)
         self.mixer_name = mixer if isinstance(mixer, str) else "custom"
@@ -544,8 +547,10 @@ class MQARModel(nn.Module):
         mix = first.config() if hasattr(first, "config") else {"mixer": self.mixer_name}
         return {"d_model": self.d_model, "n_layers": self.n_layers, "state_budget": STATE_BUDGET, **mix,
                 "state_sizes": self.state_sizes(),
-                "backbone": ("pre-norm (mixer, MLP) x n_layers" if self.backbone == "mlp" else
-                             f"pre-norm (gated short conv of width {ZOOLOGY_CONV_WIDTH}, mixer) x n_layers, no MLP")}
+                "backbone": {"mlp": "pre-norm (mixer, MLP) x n_layers",
+                             "zoology": f"pre-norm (gated short conv of width {ZOOLOGY_CONV_WIDTH}, mixer) x n_layers, "
+                                        "no MLP",
+                             "mixers": "pre-norm mixer x n_layers, no convolution, no MLP"}[self.backbone]}
 
     def forward(self, tokens: torch.Tensor, write_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         h = self.embed(tokens)
@@ -553,9 +558,12 @@ class MQARModel(nn.Module):
             for mix, n1, n2, mlp in zip(self.mixers, self.norm1, self.norm2, self.mlps):
                 h = h + mix(n1(h), write_mask)
                 h = h + mlp(n2(h))
-        else:
+        elif self.backbone == "zoology":
             for mix, n1, n2, conv in zip(self.mixers, self.norm1, self.norm2, self.convs):
                 h = h + conv(n2(h))
+                h = h + mix(n1(h), write_mask)
+        else:
+            for mix, n1 in zip(self.mixers, self.norm1):
                 h = h + mix(n1(h), write_mask)
         return self.head(self.out_norm(h))
 

@@ -200,11 +200,13 @@ PROTOCOL = {
                         ">= 3.4 and < 3.7.1, fla #640: the H200 here) and there the hybrid after its self-check "
                         "passes on the GPU, else the torch reference; hybrid: fla's kernels with the refused "
                         "one in torch (assocmem.gpu.tasks.fla_hybrid)"),
-        "backbone": ("zoology", _choice("zoology", "mlp"),
+        "backbone": ("zoology", _choice("zoology", "mlp", "mixers"),
                      "the blocks around the two mixer layers: Zoology's MQAR harness as we read it (the paper "
                      "changed Zoology's generator and gives no blocks of its own), a gated short convolution of "
                      "width 3 (its BaseConv) before each mixer and no MLP; or ours before 2 December, pre-norm "
-                     "(mixer, MLP) x 2, under which BL memorised its Block pool (docs/tasks_mqar_dag.md)"),
+                     "(mixer, MLP) x 2, under which BL memorised its Block pool (docs/tasks_mqar_dag.md); or "
+                     "mixers: the two mixer layers alone, no convolution and no MLP (the notes read Fig. 4c as BL "
+                     "spanning the key-value gap without a local convolution)"),
         "bl_decay": (False, _bool, "BL mixer dynamics: A = I (ours, as in the collision tasks) or a learned "
                                    "per-token, per-head decay A_t = alpha_t I, alpha_t = sigmoid(.) (GDN's form); "
                                    "the paper's layer has learned structured A_t, its MQAR setting is not given"),

@@ -208,3 +208,25 @@ def test_zoology_backbone_puts_a_causal_width_3_gated_conv_before_each_mixer():
     assert net(tok, wm).shape == (2, 20, Mq.VOCAB)
     with pytest.raises(ValueError, match="backbone"):
         Tr.resolve_protocol("mqar", {"backbone": "hyena"}, "bl")
+
+
+def test_the_mixers_backbone_has_the_mixer_layers_alone_and_is_causal():
+    """backbone=mixers (an ablation, tagged): the two mixer layers with only the residual stream and their
+    norms between them, no convolution and no MLP; the same state per layer; causal (an output does not
+    depend on later tokens); it trains on a CPU."""
+    pr = Tr.resolve_protocol("mqar", {"backbone": "mixers"}, "bl")
+    assert Tr.protocol_tag("mqar", pr) == "backbone-mixers"
+    torch.manual_seed(0)
+    net = Tr.build_model("mqar", "bl", {**pr, "d_model": 32})
+    assert not hasattr(net, "convs") and not hasattr(net, "mlps") and not hasattr(net, "norm2")
+    assert net.state_sizes() == [8192, 8192] and "no convolution, no MLP" in net.config()["backbone"]
+    names = {n.split(".")[0] for n, _ in net.named_parameters()}
+    assert names == {"embed", "mixers", "norm1", "out_norm", "head"}, names
+    tok = torch.randint(0, 50, (1, 10), generator=torch.Generator().manual_seed(2))
+    alt = tok.clone()
+    alt[0, 6:] = (alt[0, 6:] + 1) % 50
+    with torch.no_grad():
+        a, b = net(tok), net(alt)
+    assert torch.allclose(a[0, :6], b[0, :6]) and not torch.allclose(a[0, 6:], b[0, 6:])
+    with pytest.raises(ValueError, match="backbone"):
+        Tr.resolve_protocol("mqar", {"backbone": "none"}, "bl")
