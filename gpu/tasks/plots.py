@@ -626,12 +626,13 @@ def mqar_data(results_dir, protocol=None) -> dict:
     from .train import IMPLEMENTATION_OPTIONS, PROTOCOL, resolve_protocol
 
     defaults = resolve_protocol("mqar", protocol)
+    unrecorded = resolve_protocol("mqar", None)   # a choice a result does not record took the default then
     out: dict = {}
     best: dict = {}
     for r in load_results(results_dir, "mqar", tag=None):
         if r.get("seed") != 0:
             continue
-        pr = {**defaults, **{k: v for k, v in r.get("protocol", {}).items() if k in PROTOCOL["mqar"]}}
+        pr = {**unrecorded, **{k: v for k, v in r.get("protocol", {}).items() if k in PROTOCOL["mqar"]}}
         if any(pr[k] != defaults[k] for k in pr if k not in ("variant", "lr", "d_model")
                and ("mqar", k) not in IMPLEMENTATION_OPTIONS):
             continue
@@ -664,11 +665,16 @@ def mqar_data(results_dir, protocol=None) -> dict:
 
 def plot_mqar(results_dir, out_dir) -> list[Path]:
     """BL Fig. 4a-c from the finished 40-epoch runs (each model at its best learning rate), with the
-    runs under ``backbone=mlp`` (our backbone before 2 December) dotted beside them."""
+    runs under ``backbone=mlp`` (our backbone before 2 December) dotted and under ``backbone=mixers``
+    dash-dotted beside them."""
     d = mqar_data(results_dir)
     if not d:
         return []
-    ablation = mqar_data(results_dir, {"backbone": "mlp"})
+    # the other backbones, faded beside the default's: (mixer, MLP), ours before 2 December, the measured
+    # cause of BL's Block disagreement; the mixers alone (no convolution, no MLP)
+    ablations = [(mqar_data(results_dir, {"backbone": "mlp"}), "backbone=mlp (ours before; ablation)", ":", "x"),
+                 (mqar_data(results_dir, {"backbone": "mixers"}), "backbone=mixers (no conv, no MLP; ablation)",
+                  "-.", "+")]
     plt = _pyplot()
     colors = {"bl": COLORS.get("bl", "#1f4e9c"), "gdn": "#2a9d8f", "gdn-conv": "#e9c46a", "mamba2": "#e76f51"}
     with plt.rc_context(_style()):
@@ -678,10 +684,11 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                 if m in d.get(v, {}):
                     c = d[v][m]
                     ax.plot(c["x"], c["acc"], marker="o", ms=2.5, color=colors[m], label=MQAR_LABELS[m])
-                if m in ablation.get(v, {}):       # the backbone before 2 December, faded: the measured cause
-                    c = ablation[v][m]
-                    ax.plot(c["x"], c["acc"], marker="x", ms=2.5, lw=0.8, ls=":", alpha=0.6, color=colors[m],
-                            label=f"{MQAR_LABELS[m]}, backbone=mlp (ours before; ablation)")
+                for ablation, what, ls, mk in ablations:
+                    if m in ablation.get(v, {}):
+                        c = ablation[v][m]
+                        ax.plot(c["x"], c["acc"], marker=mk, ms=2.5, lw=0.8, ls=ls, alpha=0.6, color=colors[m],
+                                label=f"{MQAR_LABELS[m]}, {what}")
             if v == "base":
                 ax.set_xscale("log", base=2)
             else:

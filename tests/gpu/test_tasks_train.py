@@ -298,6 +298,9 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     # a run under backbone=mlp (the earlier backbone) is an ablation: never the default's line, drawn dotted
     _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_updates": u, "acc": 0.99} for u in (0, 8, 16)]},
           protocol={"variant": "update", "lr": 3e-3, "backbone": "mlp"}, tag="variant-update__lr-0.003__backbone-mlp")
+    _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_updates": u, "acc": 0.4} for u in (0, 8, 16)]},
+          protocol={"variant": "update", "lr": 3e-3, "backbone": "mixers"},
+          tag="variant-update__lr-0.003__backbone-mixers")
     d = plots.mqar_data(tmp_path)
     assert d["update"]["bl"]["x"] == [0, 8, 16] and d["update"]["bl"]["acc"] == pytest.approx([0.7, 0.62, 0.54])
     assert "gdn" not in d["update"]
@@ -325,4 +328,6 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     assert list(ref.get_xdata()) == [16] and list(ref.get_ydata()) == [0.88]
     abl = [ln for ln in ax_update.lines if ln.get_label() == "BL, backbone=mlp (ours before; ablation)"][0]
     assert list(abl.get_ydata()) == [0.99] * 3 and abl.get_linestyle() == ":"
+    mix = [ln for ln in ax_update.lines if ln.get_label() == "BL, backbone=mixers (no conv, no MLP; ablation)"][0]
+    assert list(mix.get_ydata()) == [0.4] * 3 and mix.get_linestyle() == "-."
     assert plots.plot_mqar(tmp_path / "none", tmp_path / "fig2") == []
