@@ -552,7 +552,11 @@ class MQARModel(nn.Module):
                                         "no MLP",
                              "mixers": "pre-norm mixer x n_layers, no convolution, no MLP"}[self.backbone]}
 
-    def forward(self, tokens: torch.Tensor, write_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, write_mask: Optional[torch.Tensor] = None,
+                at: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Logits ``[B, T, n_classes]``; with ``at`` (bool ``[B, T]``, the labelled positions) only those
+        rows, ``[N, n_classes]``: the read-out over 8,192 values is then computed where the loss is (a
+        sixth of the tokens on Block) instead of everywhere — the same logits there."""
         h = self.embed(tokens)
         if self.backbone == "mlp":
             for mix, n1, n2, mlp in zip(self.mixers, self.norm1, self.norm2, self.mlps):
@@ -565,6 +569,8 @@ class MQARModel(nn.Module):
         else:
             for mix, n1 in zip(self.mixers, self.norm1):
                 h = h + mix(n1(h), write_mask)
+        if at is not None:
+            h = h[at]
         return self.head(self.out_norm(h))
 
 

@@ -448,7 +448,8 @@ def _supervise(b: "Dt.SwapBatch", pr: dict) -> "Dt.SwapBatch":
 
 
 def forward(net, task: str, batch, protocol: Optional[dict] = None):
-    """Logits ``[B, T, C]`` and labels ``[B, T]`` for any task batch.
+    """Logits ``[B, T, C]`` and labels ``[B, T]`` for any task batch (MQAR: ``[N, C]`` and ``[N]`` at
+    its ``N`` labelled positions).
 
     BL tasks: unless the protocol's ``queries_write`` is true, the query tokens do
     not write (``writes = ~is_query``; the WRITE/QUERY flag of the input).
@@ -463,8 +464,10 @@ def forward(net, task: str, batch, protocol: Optional[dict] = None):
         # multilabel read-out: the n logits at the ANS token against the reachable set
         return net(batch.tokens)[batch.is_query], batch.targets
     if task == "mqar":
+        # logits only at the labelled (query) positions: [N, values] against labels [N]
         qw = False if protocol is None else protocol["queries_write"]
-        return net(batch.tokens, None if qw else batch.is_write), batch.labels
+        at = batch.labels != Mq.IGNORE
+        return net(batch.tokens, None if qw else batch.is_write, at=at), batch.labels[at]
     if isinstance(batch, Dt.SwapStressBatch):
         return net(batch.pos_a, batch.pos_b, batch.elem), batch.labels
     return net(batch.tokens), batch.labels

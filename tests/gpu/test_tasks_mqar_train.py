@@ -230,3 +230,28 @@ def test_the_mixers_backbone_has_the_mixer_layers_alone_and_is_causal():
     assert torch.allclose(a[0, :6], b[0, :6]) and not torch.allclose(a[0, 6:], b[0, 6:])
     with pytest.raises(ValueError, match="backbone"):
         Tr.resolve_protocol("mqar", {"backbone": "none"}, "bl")
+
+
+@pytest.mark.parametrize("backbone", ("zoology", "mlp", "mixers"))
+def test_logits_only_at_the_labelled_positions_are_the_full_logits_there(backbone):
+    """train.forward asks the model for the read-out at the query positions only: the same logits there
+    as the full read-out, the same loss, accuracy and gradients."""
+    pr = Tr.resolve_protocol("mqar", {"backbone": backbone, "variant": "block", "pool_size": 8, "d_model": 16}, "bl")
+    torch.manual_seed(0)
+    net = Tr.build_model("mqar", "bl", pr)
+    batch = Tr.sample_train("mqar", "bl", 3, torch.Generator().manual_seed(1), protocol=pr)
+    logits, labels = Tr.forward(net, "mqar", batch, pr)
+    at = batch.labels != -100
+    full = net(batch.tokens, batch.is_write)
+    assert logits.shape == (int(at.sum()), full.shape[-1]) and labels.shape == (int(at.sum()),)
+    torch.testing.assert_close(logits, full[at])
+    loss, acc = Tr.loss_and_acc(logits, labels)
+    ref_loss, ref_acc = Tr.loss_and_acc(full, batch.labels)
+    torch.testing.assert_close(loss, ref_loss)
+    torch.testing.assert_close(acc, ref_acc)
+    g = torch.autograd.grad(loss, list(net.parameters()), allow_unused=True)
+    g_ref = torch.autograd.grad(ref_loss, list(net.parameters()), allow_unused=True)
+    for a, b in zip(g, g_ref):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
