@@ -555,8 +555,8 @@ class MQARModel(nn.Module):
     def forward(self, tokens: torch.Tensor, write_mask: Optional[torch.Tensor] = None,
                 at: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Logits ``[B, T, n_classes]``; with ``at`` (bool ``[B, T]``, the labelled positions) only those
-        rows, ``[N, n_classes]``: the read-out over 8,192 values is then computed where the loss is (a
-        sixth of the tokens on Block) instead of everywhere — the same logits there."""
+        rows, ``[N, n_classes]``: the read-out over 8,192 values is then computed where the loss is (4 %
+        of Block's training tokens) instead of everywhere — the same logits there."""
         h = self.embed(tokens)
         if self.backbone == "mlp":
             for mix, n1, n2, mlp in zip(self.mixers, self.norm1, self.norm2, self.mlps):
