@@ -183,7 +183,23 @@ def self_check(device, T: int = 150, tol: float = SELF_CHECK_TOL) -> dict:
     g = -torch.rand(B, T, H, generator=gen) * 0.2                # log decays in (-0.2, 0]
     beta = torch.rand(B, T, H, generator=gen)
     do = torch.randn(B, T, H, Vd, generator=gen)
-    ins = [x.to(dev) for x in (q, k, v, g, beta)]
+    # state_v_first: the [V, K] state layout fla's GatedDeltaNet layer asks for (what MQAR runs)
+    out = compare_with_f64(
+        dev, lambda q, k, v, g, b: chunk_gated_delta_rule(q, k, v, g, b, state_v_first=True)[0],
+        lambda q, k, v, g, b: gated_delta_rule_f64(q, k, v, g, b, K ** -0.5), (q, k, v, g, beta), do,
+        ("o", "dq", "dk", "dv", "dg", "dbeta"), tol)
+    out["T"] = T
+    _CHECKED[key] = out
+    return out
+
+
+def compare_with_f64(dev, op, ref, inputs, do, names, tol: float) -> dict:
+    """``op`` on fp32 ``inputs`` against ``ref`` on their float64 copies, on ``dev``: the output and the
+    gradient of ``Σ o ⊙ do`` with respect to each input, each tensor's max error relative to its max
+    (``names``: output first, then the inputs').  Returns ``{"passed", "max_rel_err", "tol", "errors"}``.
+    The self-checks of the fla cores that the MQAR mixers take on a GPU (this module's and
+    :mod:`.fla_mamba2`'s)."""
+    ins = [x.to(dev) for x in inputs]
 
     def run(fn, dtype):                          # safe inside an eval's no_grad or a training autocast
         with torch.enable_grad(), torch.autocast(dev.type, enabled=False):
@@ -192,11 +208,7 @@ def self_check(device, T: int = 150, tol: float = SELF_CHECK_TOL) -> dict:
             grads = torch.autograd.grad((o * do.to(dev, dtype)).sum(), xs)
         return [o.detach().double(), *(x.double() for x in grads)]
 
-    # state_v_first: the [V, K] state layout fla's GatedDeltaNet layer asks for (what MQAR runs)
-    got = run(lambda q, k, v, g, b: chunk_gated_delta_rule(q, k, v, g, b, state_v_first=True)[0], torch.float32)
-    ref = run(lambda q, k, v, g, b: gated_delta_rule_f64(q, k, v, g, b, K ** -0.5), torch.float64)
-    errs = [float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)) for a, b in zip(got, ref)]
-    out = {"passed": bool(all(e <= tol for e in errs)), "max_rel_err": max(errs), "tol": tol, "T": T,
-           "errors": dict(zip(("o", "dq", "dk", "dv", "dg", "dbeta"), errs))}
-    _CHECKED[key] = out
-    return out
+    errs = [float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+            for a, b in zip(run(op, torch.float32), run(ref, torch.float64))]
+    return {"passed": bool(all(e <= tol for e in errs)), "max_rel_err": max(errs), "tol": tol,
+            "errors": dict(zip(names, errs))}

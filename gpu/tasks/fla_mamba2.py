@@ -26,9 +26,10 @@ import threading
 import torch
 import torch.nn.functional as F
 
+from .fla_hybrid import SELF_CHECK_TOL, compare_with_f64     # GDN's check: the same comparison and tolerance
+
 _CHECKED = {}
 _LOCK = threading.Lock()
-SELF_CHECK_TOL = 5e-3            # as fla_hybrid.SELF_CHECK_TOL: above fla's TF32 floor, far below a wrong core
 
 
 def simple_gla_f64(q, k, v, g, scale: float = 1.0):
@@ -102,21 +103,9 @@ def self_check(device, T: int = 150, tol: float = SELF_CHECK_TOL) -> dict:
     v = torch.randn(B, T, H, Vd, generator=gen)
     g = -torch.rand(B, T, H, generator=gen) * 0.2
     do = torch.randn(B, T, H, Vd, generator=gen)
-    ins = [x.to(dev) for x in (q, k, v, g)]
-
-    def run(fn, dtype):
-        with torch.enable_grad(), torch.autocast(dev.type, enabled=False):
-            xs = [x.to(dtype).requires_grad_(True) for x in ins]
-            o = fn(*xs)
-            grads = torch.autograd.grad((o * do.to(dev, dtype)).sum(), xs)
-        return [o.detach().double(), *(x.double() for x in grads)]
-
     scan = fla_scan if dev.type == "cuda" else _cpu_scan
-    got = run(scan, torch.float32)
-    ref = run(simple_gla_f64, torch.float64)
-    errs = [float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)) for a, b in zip(got, ref)]
-    out = {"passed": bool(all(e <= tol for e in errs)), "max_rel_err": max(errs), "tol": tol, "T": T,
-           "errors": dict(zip(("o", "dq", "dk", "dv", "dg"), errs))}
+    out = compare_with_f64(dev, scan, simple_gla_f64, (q, k, v, g), do, ("o", "dq", "dk", "dv", "dg"), tol)
+    out["T"] = T
     with _LOCK:
         _CHECKED[key] = out
     return out

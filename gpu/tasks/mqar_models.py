@@ -81,7 +81,7 @@ import torch.nn.functional as F
 
 from assocmem import validate as V
 from .models import MLP
-from .names import MQAR_MODELS
+from .names import MQAR_BACKBONES, MQAR_MODELS
 
 STATE_BUDGET = 8192
 MQAR_HEADS = 4           # heads of every MQAR mixer (BL's bl_head_sizes default; ours for the baselines)
@@ -472,7 +472,7 @@ _MIXER_CLASSES = {"bl": BLMixer, "gdn": GDNMixer, "gdn-conv": functools.partial(
 MixerFactory = Callable[[int], nn.Module]
 
 
-BACKBONES = ("mlp", "zoology", "mixers")
+BACKBONES = MQAR_BACKBONES
 ZOOLOGY_CONV_WIDTH = 3        # Zoology's MQAR configurations: BaseConv with kernel_size=3
 
 

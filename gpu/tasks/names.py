@@ -19,6 +19,9 @@ MODELS_BY_TASK["dag_reachability"] = DAG_MODELS
 # BL §4.2 (Fig. 4): the BL backbone and its baselines, flash-linear-attention's GatedDeltaNet without
 # and with short convolution and Mamba2 (mqar_models: 8,192 state per layer each)
 MQAR_MODELS = ("bl", "gdn", "gdn-conv", "mamba2")
+# the blocks around MQAR's two mixer layers (the ``backbone`` protocol option; mqar_models.MQARModel):
+# Zoology's (gated short conv, mixer), the default; ours before 2 December (mixer, MLP); the mixers alone
+MQAR_BACKBONES = ("zoology", "mlp", "mixers")
 MODELS_BY_TASK["mqar"] = MQAR_MODELS
 
 

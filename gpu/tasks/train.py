@@ -30,7 +30,7 @@ from . import mqar as Mq
 from . import models as Mo
 
 from . import curriculum as Cu
-from .names import (CURRICULUM_MODELS, DAG_MODELS, MQAR_MODELS, STRESS_MODELS, STRESS_NS, TASKS,  # noqa: F401
+from .names import (CURRICULUM_MODELS, DAG_MODELS, MQAR_BACKBONES, MQAR_MODELS, STRESS_MODELS, STRESS_NS, TASKS,  # noqa: F401
                     is_curriculum_model)
 EVAL_SEED = 20240611          # the fixed test set (independent of the training seed)
 
@@ -200,7 +200,7 @@ PROTOCOL = {
                         ">= 3.4 and < 3.7.1, fla #640: the H200 here) and there the hybrid after its self-check "
                         "passes on the GPU, else the torch reference; hybrid: fla's kernels with the refused "
                         "one in torch (assocmem.gpu.tasks.fla_hybrid)"),
-        "backbone": ("zoology", _choice("zoology", "mlp", "mixers"),
+        "backbone": ("zoology", _choice(*MQAR_BACKBONES),
                      "the blocks around the two mixer layers: Zoology's MQAR harness as we read it (the paper "
                      "changed Zoology's generator and gives no blocks of its own), a gated short convolution of "
                      "width 3 (its BaseConv) before each mixer and no MLP; or ours before 2 December, pre-norm "
