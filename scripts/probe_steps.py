@@ -91,27 +91,27 @@ def probe(task: str, model: str, over: dict, *, device: str, steps: int, warmup:
         if device.startswith("cuda"):
             torch.cuda.synchronize()
 
-    def step_phases():
+    def step(phases: bool = False):
+        """One training step; with ``phases``, synchronised after each phase, their wall seconds (only
+        under --profile: the steps/s timing runs without the syncs)."""
         t = [time.perf_counter()]
         batch = Tr._to(Tr.sample_train(task, model, bs, gen, protocol=pr), device)
         logits, labels = Tr.forward(net, task, batch, pr)
         loss, _ = Tr.loss_and_acc(logits, labels)
-        if profile:
+        if phases:
             sync()
             t.append(time.perf_counter())
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        if profile:
+        if phases:
             sync()
             t.append(time.perf_counter())
         opt.step()
-        if profile:
+        if phases:
             sync()
             t.append(time.perf_counter())
             return [b - a for a, b in zip(t, t[1:])]
         return None
-
-    step = step_phases
 
     t0 = time.perf_counter()
     for _ in range(warmup):
@@ -132,7 +132,7 @@ def probe(task: str, model: str, over: dict, *, device: str, steps: int, warmup:
     if cores:
         row["core"] = cores                         # which GDN/Mamba2 core the timing is of
     if profile:
-        row["profile"] = profile_steps(step_phases, profile, device)
+        row["profile"] = profile_steps(lambda: step(phases=True), profile, device)
     return row
 
 
