@@ -368,6 +368,21 @@ def device15():
     return jobs
 
 
+def device16():
+    """The next session's plan (issue 16, MQAR), after its new checkout came without ``.resume/``
+    (ignored files do not survive a session; GDN Block's 15,000-step checkpoint with it): a run must now
+    finish inside the session that starts it.  GDN on Block again from step 0 (18,750 steps), BL on Block
+    under ``backbone=mixers`` (the Block reading's candidate cause), GDN on Update, then BL's seeds 1 and 2
+    on Block and Update at lr 3e-3, two at a time (``--workers-per-device 2``; the sharing's steps/s is
+    read from the runs' logs).  The rest of :func:`device15` (GDN-conv, BL's other rates, Base) waits."""
+    jobs = grid("mqar", ["gdn"], [0], {"variant": "block"})
+    jobs += grid("mqar", ["bl"], [0], {"variant": "block", "lr": 3e-3, "backbone": "mixers"})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "update"})
+    for variant in ("block", "update"):
+        jobs += grid("mqar", ["bl"], [1, 2], {"variant": variant, "lr": 3e-3})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -387,7 +402,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16}
 
 
 def cost(job) -> float:
