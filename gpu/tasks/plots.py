@@ -614,8 +614,8 @@ MQAR_PANELS = (("base", "d_model", "model width", "Base: length 512, 64 pairs (F
 MQAR_LABELS = {"bl": "BL", "gdn": "GDN", "gdn-conv": "GDN + conv", "mamba2": "Mamba2"}
 
 
-def mqar_data(results_dir, protocol=None) -> dict:
-    """{variant: {model: {"x": [...], "acc": [...]}}} of the finished seed-0 MQAR runs at 40 epochs.
+def mqar_data(results_dir, protocol=None, seed=0) -> dict:
+    """{variant: {model: {"x": [...], "acc": [...]}}} of the finished MQAR runs of ``seed`` (default 0) at 40 epochs.
 
     Base's x-axis is the model width (one run per width); Update's the test configurations' update
     counts, Block's their pair counts (one run each).  Every other protocol choice must be the
@@ -630,7 +630,7 @@ def mqar_data(results_dir, protocol=None) -> dict:
     out: dict = {}
     best: dict = {}
     for r in load_results(results_dir, "mqar", tag=None):
-        if r.get("seed") != 0:
+        if r.get("seed") != seed:
             continue
         pr = {**unrecorded, **{k: v for k, v in r.get("protocol", {}).items() if k in PROTOCOL["mqar"]}}
         if any(pr[k] != defaults[k] for k in pr if k not in ("variant", "lr", "d_model")
@@ -675,6 +675,8 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
     ablations = [(mqar_data(results_dir, {"backbone": "mlp"}), "backbone=mlp (ours before; ablation)", ":", "x"),
                  (mqar_data(results_dir, {"backbone": "mixers"}), "backbone=mixers (no conv, no MLP; ablation)",
                   "-.", "+")]
+    # the readings are judged on seed 0; the other seeds that have finished, thin, beside it
+    others = [(s, mqar_data(results_dir, seed=s)) for s in (1, 2)]
     plt = _pyplot()
     colors = {"bl": COLORS.get("bl", "#1f4e9c"), "gdn": "#2a9d8f", "gdn-conv": "#e9c46a", "mamba2": "#e76f51"}
     with plt.rc_context(_style()):
@@ -684,6 +686,11 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                 if m in d.get(v, {}):
                     c = d[v][m]
                     ax.plot(c["x"], c["acc"], marker="o", ms=2.5, color=colors[m], label=MQAR_LABELS[m])
+                for s, other in others:
+                    if m in other.get(v, {}):
+                        c = other[v][m]
+                        ax.plot(c["x"], c["acc"], lw=0.7, alpha=0.45, color=colors[m],
+                                label=f"{MQAR_LABELS[m]}, seed {s}")
                 for ablation, what, ls, mk in ablations:
                     if m in ablation.get(v, {}):
                         c = ablation[v][m]
@@ -704,11 +711,17 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
             ax.set_xlabel(xlabel)
             if not d.get(v):
                 ax.text(0.5, 0.5, "no finished run", transform=ax.transAxes, ha="center", fontsize=7, color="0.4")
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=5)
+        # one legend under the panels (inside them it covered the ablations' curves)
+        seen = {}
+        for ax in axs:
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                seen.setdefault(lab, h)
+        if seen:
+            fig.legend(list(seen.values()), list(seen), fontsize=5, ncol=4, loc="upper center",
+                       bbox_to_anchor=(0.5, -0.1), frameon=False)
         axs[0].set_ylabel("test query accuracy")
         fig.suptitle("MQAR, one shared vocabulary of 8,192, 8,192 state per layer (BL Fig. 4); each model at its "
-                     "learning rate of best validation accuracy, seed 0", fontsize=8, y=1.05)
+                     "learning rate of best validation accuracy, seed 0 (other seeds thin)", fontsize=8, y=1.05)
         paths = _save(fig, out_dir, "mqar")
         plt.close(fig)
     return paths

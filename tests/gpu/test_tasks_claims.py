@@ -472,3 +472,26 @@ def test_mqar_ablation_runs_are_named_beside_the_reading_not_in_its_place(tmp_pa
     memo = r.computed["memorisation"]
     assert memo["bl block"]["gap"] < 0.3 and memo["bl block [backbone-mlp]"]["gap"] == round(0.99 - 0.2, 4)
     assert "memorised its training pool: bl block [backbone-mlp] trained to 0.99" in r.detail
+
+
+def test_mqar_block_reading_names_the_ablations_tried_and_the_other_seeds(tmp_path, monkeypatch):
+    """BL level with GDN at 16 pairs (not 25 points below): the reading is not reproduced, the backbone
+    ablation that leaves it not reproduced is named as tried (cause not isolated), and a second seed's
+    accuracy is shown beside seed 0's."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    _mqar(tmp_path, "block", {"gdn": 0.99, "bl": 0.91}, "n_pairs")
+    _mqar(tmp_path, "block", {"bl": 0.07}, "n_pairs", protocol={"backbone": "mixers"}, tag="backbone-mixers")
+    rows = [{"config": f"c{x}", "n_pairs": x, "block_size": 2, "acc": 0.98 if x == 16 else 1.0} for x in (2, 8, 16)]
+    _write(tmp_path, "mqar", "bl", 1, {"test": rows}, protocol={"variant": "block"}, tag="variant-block")
+    monkeypatch.setitem(tasks.DOCUMENTED, "mqar.block16_gdn_100_bl_75", False)
+    r = _claim("task.mqar").run()
+    assert r.status == "disputed", r.detail
+    assert "cause not isolated (ablated: backbone-mixers)" in r.detail, r.detail
+    assert "other seeds: bl block seed 1 0.98" in r.detail, r.detail
+    assert r.computed["acc_at_16_other_seeds"] == {"bl block seed 1": 0.98}
+    assert any("under backbone-mixers" in it["name"] and it["passed"] for it in r.items)
+    # documented the other way, the same runs fail the check: the outcome is computed, not assumed
+    monkeypatch.setitem(tasks.DOCUMENTED, "mqar.block16_gdn_100_bl_75", True)
+    assert _claim("task.mqar").run().status == "failed"

@@ -301,7 +301,11 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_updates": u, "acc": 0.4} for u in (0, 8, 16)]},
           protocol={"variant": "update", "lr": 3e-3, "backbone": "mixers"},
           tag="variant-update__lr-0.003__backbone-mixers")
+    # a second seed: never seed 0's line (the readings are judged on seed 0), drawn thin beside it
+    _fake(tmp_path, "mqar", "bl", 1, {"test": [{"n_updates": u, "acc": 0.8} for u in (0, 8, 16)]},
+          protocol={"variant": "update", "lr": 3e-3}, tag="variant-update__lr-0.003")
     d = plots.mqar_data(tmp_path)
+    assert plots.mqar_data(tmp_path, seed=1)["update"]["bl"]["acc"] == [0.8] * 3
     assert d["update"]["bl"]["x"] == [0, 8, 16] and d["update"]["bl"]["acc"] == pytest.approx([0.7, 0.62, 0.54])
     assert "gdn" not in d["update"]
     assert plots.mqar_data(tmp_path, {"backbone": "mlp"})["update"]["bl"]["acc"] == [0.99] * 3
@@ -330,4 +334,11 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     assert list(abl.get_ydata()) == [0.99] * 3 and abl.get_linestyle() == ":"
     mix = [ln for ln in ax_update.lines if ln.get_label() == "BL, backbone=mixers (no conv, no MLP; ablation)"][0]
     assert list(mix.get_ydata()) == [0.4] * 3 and mix.get_linestyle() == "-."
+    s1 = [ln for ln in ax_update.lines if ln.get_label() == "BL, seed 1"][0]
+    main = [ln for ln in ax_update.lines if ln.get_label() == "BL"][0]
+    assert list(s1.get_ydata()) == [0.8] * 3 and s1.get_linewidth() < main.get_linewidth()
+    # one legend, under the panels, naming every line once
+    (legend,) = captured["fig"].legends
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert len(texts) == len(set(texts)) and {"BL", "BL, seed 1", "BL, paper (notes' reading)"} <= set(texts)
     assert plots.plot_mqar(tmp_path / "none", tmp_path / "fig2") == []
