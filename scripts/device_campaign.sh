@@ -61,6 +61,10 @@ root=$(pwd)
 if ls .whl/*.whl >/dev/null 2>&1; then   # wheels are optional: the learned tasks need none
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} || { echo "wheels: install failed"; exit 3; }
+elif [ -d /tmp/site/distributed ]; then
+  # a machine held warm since an earlier call keeps what that call installed: a call that carries
+  # only .resume/ (the wheels and two 29 MB checkpoints are over the 64 MiB a call carries) reuses it
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}; echo "wheels: reusing /tmp/site from an earlier call"
 fi
 python3 -m pip install -q --no-deps --no-build-isolation . || { echo "assocmem: install failed"; exit 3; }
 python3 -c "import distributed" 2>/dev/null || {

@@ -51,7 +51,7 @@ EXPECTED = {
     # the learned tasks: the committed results reproduce part of each published trend
     "task.collision_recall": ("disputed", "numpy triton"),
     "task.random_keys": ("disputed", "numpy triton"),
-    "task.mqar": ("disputed", "numpy triton"),         # BL's Update reading reproduced on 1 seed; GDN's to run
+    "task.mqar": ("disputed", "numpy triton"),         # 2/3 readings with runs reproduced on seed 0; BL Block not
     "task.swap_tracking": ("disputed", "numpy triton"),
     "task.dag_reachability": ("disputed", "numpy triton"),   # Fig. 7: 1/4 readings reproduced (docs/tasks_mqar_dag.md)
 }
