@@ -82,10 +82,18 @@ def _kqz(q_ptr, k_ptr, a_ptr, u_ptr, tki, vr, i_g, rc, mc, ri, G: tl.constexpr, 
 
 
 @triton.jit
+def _acc_rows(tki, tok, T, TA, A0, H: tl.constexpr, C: tl.constexpr):
+    """Token rows ``tki`` (``[B, T, H]`` layout) in the per-token accumulators ``[B, TA, H, ·]``, which
+    hold the tokens from chunk ``A0`` on (the whole sequence: ``TA = T``, ``A0 = 0``, the same rows)."""
+    i_b = tok // (T * H)
+    return tki + i_b * (TA - T) * H - A0 * C * H
+
+
+@triton.jit
 def _mean_chunk(v_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, dv_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
                 dgc_ptr, dqg_ptr, dkg_ptr, Gm, Kt, Qt, Z, glast, n, sn, i_bhg, i_bh, i_g, tki, vr, cb, cv, mv,
-                rr, rc, mr, mc, ri, ci, NT, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr, C: tl.constexpr,
-                PREC: tl.constexpr):
+                rr, rc, mr, mc, ri, ci, NT, tka, ra, rb, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
+                C: tl.constexpr, PREC: tl.constexpr):
     """One chunk of the mean adjoint from ``G`` at its end::
 
         d(βE) = A_qᵀ dO + Ũ G,   dV = Wᵀ d(βE),
@@ -94,7 +102,8 @@ def _mean_chunk(v_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, dv_ptr, daq_ptr, 
     ``dA_q = tril(dO (βE)ᵀ)``, ``dN = stril((β ⊙ d(βE)) (V − Kγ M)ᵀ)``, ``dŨ = βE Gᵀ``,
     ``dβ = rowsum(E ⊙ d(βE))``, ``dγ_C = rowsum(G ⊙ M)``, ``d(Qγ) = dO Mᵀ``, ``d(Kγ) = −dV Mᵀ``.
     ``sn``: the chunk's row in the state buffer ``ms`` (``(b·H + h)·NS + n − N0``, see
-    :func:`chunk_bwd_mean_par_kernel`).  Returns ``(dO, dV)``."""
+    :func:`chunk_bwd_mean_par_kernel`); ``tka``, ``ra``, ``rb``: the chunk's rows in the accumulators
+    (per token, per ``(b, h, g)`` chunk, per ``(b, h)`` chunk).  Returns ``(dO, dV)``."""
     bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)
     Wm = tl.load(w_ptr + cb + ri * C + ci)
     Ms = tl.load(ms_ptr + sn * D * M + rr * M + cv, mask=mr & mv, other=0.)
@@ -108,14 +117,14 @@ def _mean_chunk(v_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, dv_ptr, daq_ptr, 
     tl.store(dv_ptr + tki * M + cv, dV, mask=vr & mv)
     tl.atomic_add(dbeta_ptr + tki * G + i_g, tl.reduce(Et * dbE, 1, _sum, keep_dims=True), mask=vr)
     LE = Vt - tl.dot(Kt, Ms, input_precision=PREC)
-    tl.atomic_add(dn_ptr + cb + ri * C + ci,
+    ca = ra * C * C
+    tl.atomic_add(dn_ptr + ca + ri * C + ci,
                   tl.where(ri > ci, tl.dot(bt * dbE, tl.trans(LE), input_precision=PREC), 0.))
-    tl.atomic_add(daq_ptr + cb + ri * C + ci, tl.where(ri >= ci, tl.dot(dO, tl.trans(bE), input_precision=PREC), 0.))
-    tl.atomic_add(dut_ptr + ((i_bhg * NT + n) * C + ri) * D + rc, tl.dot(bE, tl.trans(Gm), input_precision=PREC),
-                  mask=mc)
-    tl.atomic_add(dgc_ptr + (i_bh * NT + n) * D + rr, tl.reduce(Gm * Ms, 1, _sum, keep_dims=True), mask=mr)
-    tl.atomic_add(dqg_ptr + tki * D + rc, tl.dot(dO, tl.trans(Ms), input_precision=PREC), mask=vr & mc)
-    tl.atomic_add(dkg_ptr + tki * D + rc, -tl.dot(dV, tl.trans(Ms), input_precision=PREC), mask=vr & mc)
+    tl.atomic_add(daq_ptr + ca + ri * C + ci, tl.where(ri >= ci, tl.dot(dO, tl.trans(bE), input_precision=PREC), 0.))
+    tl.atomic_add(dut_ptr + (ra * C + ri) * D + rc, tl.dot(bE, tl.trans(Gm), input_precision=PREC), mask=mc)
+    tl.atomic_add(dgc_ptr + rb * D + rr, tl.reduce(Gm * Ms, 1, _sum, keep_dims=True), mask=mr)
+    tl.atomic_add(dqg_ptr + tka * D + rc, tl.dot(dO, tl.trans(Ms), input_precision=PREC), mask=vr & mc)
+    tl.atomic_add(dkg_ptr + tka * D + rc, -tl.dot(dV, tl.trans(Ms), input_precision=PREC), mask=vr & mc)
     return dO, dV
 
 
@@ -184,7 +193,7 @@ def chunk_bwd_mstate_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, m0_ptr, ms_ptr, me_pt
 @triton.jit
 def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
                dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
-               Hc, n, sn, pid, i_bh, tok, T, NT,
+               Hc, n, sn, pid, i_bh, tok, T, NT, TA, NA, A0,
                H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
                HAS_ALPHA: tl.constexpr, PREC: tl.constexpr, OUT: tl.constexpr):
     """One chunk of the covariance adjoint: ``H`` at the chunk end → ``H`` at its start
@@ -195,7 +204,8 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
         dΣ_y = sym(Nᵀ Ψ N) (diagonal: dr²),  dΩ̃ ⊃ dS_lowᵀ Kγ,  d(Kγ) ⊃ dS_low Ω̃ + dΩ̃ P,
         H ← dP_m + sym(Kγᵀ dΩ̃)
 
-    ``sn``: the chunk's row in the state buffer ``ps`` (see :func:`chunk_bwd_cov_par_kernel`).
+    ``sn``: the chunk's row in the state buffer ``ps`` (see :func:`chunk_bwd_cov_par_kernel`); the
+    accumulators hold ``NA`` chunks (``TA`` token rows) a batch row from chunk ``A0`` on.
     """
     i_g = pid % G
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
@@ -203,6 +213,10 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
     vr, tki = _rows(ri, n, tok, T, H, C)
     vc, tkc = _rows(ci, n, tok, T, H, C)
     cb = (pid * NT + n) * C * C
+    ra = pid * NA + n - A0
+    ca = ra * C * C
+    rb = (i_bh * NA + n - A0) * D
+    tka = _acc_rows(tki, tok, T, TA, A0, H, C)
     Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
     Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
     Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
@@ -220,23 +234,23 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
     dPm = (tl.trans(glast) * glast) * Hc
     Pm = P - tl.dot(tl.trans(Z * bt), Z, input_precision=PREC)
     ZH = tl.dot(Z, dPm, input_precision=PREC)
-    dUt = tl.load(dut_ptr + (cb // C + ri) * D + rc, mask=mc, other=0.)
+    dUt = tl.load(dut_ptr + (ra * C + ri) * D + rc, mask=mc, other=0.)
     dZ = -2.0 * bt * ZH + glast * dUt
     db = tl.load(dbeta_ptr + tki * G + i_g, mask=vr, other=0.) - tl.reduce(ZH * Z, 1, _sum, keep_dims=True)
     dgc = (2.0 * tl.reduce((Hc * Pm) * tl.trans(glast), 0, _sum, keep_dims=True)
            + tl.reduce(dUt * Z, 0, _sum, keep_dims=True))                           # [1, BD]
     if OUT:
-        tl.atomic_add(dgc_ptr + (i_bh * NT + n) * D + rc, dgc, mask=mc)
-        tl.atomic_add(dcc_ptr + (i_bh * NT + n) * D + rc,
+        tl.atomic_add(dgc_ptr + rb + rc, dgc, mask=mc)
+        tl.atomic_add(dcc_ptr + rb + rc,
                       tl.reduce(tl.where(rr == rc, Hc, 0.), 0, _sum, keep_dims=True), mask=mc)
     # A_q = tril(Qγ Zᵀ)
-    dA = tl.load(daq_ptr + cb + ri * C + ci)
+    dA = tl.load(daq_ptr + ca + ri * C + ci)
     if OUT:
-        tl.atomic_add(dqg_ptr + tki * D + rc, tl.dot(dA, Z, input_precision=PREC), mask=vr & mc)
+        tl.atomic_add(dqg_ptr + tka * D + rc, tl.dot(dA, Z, input_precision=PREC), mask=vr & mc)
     dZ = dZ + tl.dot(tl.trans(dA), Qg, input_precision=PREC)
     # Z = N Ω̃,  Ω̃ = Kγ P + (c/γ) ⊙ K
     Om = tl.dot(Kg, P, input_precision=PREC) + cg * Kt
-    dN = tl.load(dn_ptr + cb + ri * C + ci) + tl.where(ri > ci, tl.dot(dZ, tl.trans(Om), input_precision=PREC), 0.)
+    dN = tl.load(dn_ptr + ca + ri * C + ci) + tl.where(ri > ci, tl.dot(dZ, tl.trans(Om), input_precision=PREC), 0.)
     dOm = tl.dot(tl.trans(Nn), dZ, input_precision=PREC)
     # the LDLᵀ factorisation Σ_y = L diag(1/β) Lᵀ
     Psi = (-tl.where(ri > ci, tl.dot(dN, tl.trans(Nn), input_precision=PREC), 0.) * btr
@@ -249,12 +263,12 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
     # Σ_y = tril(Kγ Ω̃ᵀ) + diag(r²)
     dOm = dOm + tl.dot(tl.trans(dSl), Kg, input_precision=PREC)
     if OUT:
-        tl.atomic_add(dkg_ptr + tki * D + rc,
+        tl.atomic_add(dkg_ptr + tka * D + rc,
                       tl.dot(dSl, Om, input_precision=PREC) + tl.dot(dOm, P, input_precision=PREC), mask=vr & mc)
         tdk = dOm * Kt
-        tl.atomic_add(dkd_ptr + tki * D + rc, cg * dOm, mask=vr & mc)
-        tl.atomic_add(dc_ptr + tki * D + rc, tdk / gam, mask=vr & mc)
-        tl.atomic_add(dgam_ptr + tki * D + rc, -(tdk * cg) / gam, mask=vr & mc)
+        tl.atomic_add(dkd_ptr + tka * D + rc, cg * dOm, mask=vr & mc)
+        tl.atomic_add(dc_ptr + tka * D + rc, tdk / gam, mask=vr & mc)
+        tl.atomic_add(dgam_ptr + tka * D + rc, -(tdk * cg) / gam, mask=vr & mc)
     dHP = tl.dot(tl.trans(Kg), dOm, input_precision=PREC)
     Hc = dPm + 0.5 * (dHP + tl.trans(dHP))
     return Hc
@@ -266,12 +280,13 @@ def _add(a, b):
     return a + b
 
 
-@triton.jit(do_not_specialize=["T", "NT"])
+@triton.jit(do_not_specialize=["T", "NT", "N0", "N1", "TA", "NA", "A0"])
 def chunk_bwd_epilogue_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr,
-                              dgc_ptr, dcc_ptr, dq_ptr, dk_ptr, dl2_ptr, dg_ptr, T, NT,
+                              dgc_ptr, dcc_ptr, dq_ptr, dk_ptr, dl2_ptr, dg_ptr, T, NT, N0, N1, TA, NA, A0,
                               H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
                               HAS_ALPHA: tl.constexpr, NEED_DG: tl.constexpr):
-    """Per-token gradients from the passes' adjoints, one program per (batch, chunk, head)::
+    """Per-token gradients from the passes' adjoints, one program per (batch, chunk ``N0 … N1−1``,
+    head), reading the accumulators' rows of :func:`_acc_rows`::
 
         dq = γ ⊙ d(Qγ),  dk = dK + γ ⊙ d(Kγ),  ρ_j = Σ_{τ≥j} γ_τ² dc_τ,  dℓ²_j = Σ_d ρ_j / γ_j²,
         dγ ⊃ K ⊙ d(Kγ) + Q ⊙ d(Qγ) + 2 (c/γ) dc − 2 ℓ² ρ / γ³,   dg_j = Σ_{τ≥j} γ_τ dγ_τ
@@ -279,29 +294,32 @@ def chunk_bwd_epilogue_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, dqg_ptr, dkg_ptr, dkd
     (``c = γ² cumsum(ℓ²/γ²)``; the chunk-end adjoints ``dγ_C, dc_C`` enter at the chunk's last row,
     where padded rows carry ``α = 1``)."""
     pid = tl.program_id(0).to(tl.int64)
+    NS = N1 - N0
     i_h = pid % H
-    i_n = (pid // H) % NT
-    i_b = pid // (H * NT)
+    i_n = N0 + (pid // H) % NS
+    i_b = pid // (H * NS)
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
-    vr, tki = _rows(ri, i_n, i_b * T * H + i_h, T, H, C)
+    tok = i_b * T * H + i_h
+    vr, tki = _rows(ri, i_n, tok, T, H, C)
+    tka = _acc_rows(tki, tok, T, TA, A0, H, C)
     mk = vr & mc
     Kt = tl.load(k_ptr + tki * D + rc, mask=mk, other=0.).to(tl.float32)
     Qt = tl.load(q_ptr + tki * D + rc, mask=mk, other=0.).to(tl.float32)
     gam, cc, L2t = _gamma_noise(a_ptr, l2_ptr, tki, vr, rc, mc, D, BD, C, HAS_ALPHA)
-    dQg = tl.load(dqg_ptr + tki * D + rc, mask=mk, other=0.)
-    dKg = tl.load(dkg_ptr + tki * D + rc, mask=mk, other=0.)
+    dQg = tl.load(dqg_ptr + tka * D + rc, mask=mk, other=0.)
+    dKg = tl.load(dkg_ptr + tka * D + rc, mask=mk, other=0.)
     last = ri == C - 1
-    cb = ((i_b * H + i_h) * NT + i_n) * D
-    dc = tl.load(dc_ptr + tki * D + rc, mask=mk, other=0.) + tl.where(
+    cb = ((i_b * H + i_h) * NA + i_n - A0) * D
+    dc = tl.load(dc_ptr + tka * D + rc, mask=mk, other=0.) + tl.where(
         last, tl.load(dcc_ptr + cb + rc, mask=mc, other=0.), 0.)
     tl.store(dq_ptr + tki * D + rc, gam * dQg, mask=mk)
-    tl.store(dk_ptr + tki * D + rc, tl.load(dkd_ptr + tki * D + rc, mask=mk, other=0.) + gam * dKg, mask=mk)
+    tl.store(dk_ptr + tki * D + rc, tl.load(dkd_ptr + tka * D + rc, mask=mk, other=0.) + gam * dKg, mask=mk)
     g2 = gam * gam
     rho = tl.associative_scan(g2 * dc, 0, _add, reverse=True)
     rg = tl.where(mc, rho / g2, 0.)
     tl.store(dl2_ptr + tki, tl.reduce(rg, 1, _sum, keep_dims=True), mask=vr)
     if NEED_DG:
-        dgam = (tl.load(dgam_ptr + tki * D + rc, mask=mk, other=0.) + Kt * dKg + Qt * dQg
+        dgam = (tl.load(dgam_ptr + tka * D + rc, mask=mk, other=0.) + Kt * dKg + Qt * dQg
                 + tl.where(last, tl.load(dgc_ptr + cb + rc, mask=mc, other=0.), 0.)
                 + 2.0 * (cc / gam) * dc - 2.0 * L2t * rg / gam)
         tl.store(dg_ptr + tki * D + rc, tl.associative_scan(dgam * gam, 0, _add, reverse=True), mask=mk)
@@ -342,16 +360,17 @@ def chunk_bwd_gstate_kernel(q_ptr, k_ptr, a_ptr, u_ptr, beta_ptr, do_ptr, w_ptr,
     tl.store(dm0_ptr + i_bh * D * M + rr * M + cv, Gm, mask=mr & mv)
 
 
-@triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
+@triton.jit(do_not_specialize=["T", "NT", "N0", "N1", "TA", "NA", "A0"])
 def chunk_bwd_mean_par_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, gs_ptr,
                               dv_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr, dgc_ptr, dqg_ptr, dkg_ptr,
-                              T, NT, N0, N1,
+                              T, NT, N0, N1, TA, NA, A0,
                               H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, M: tl.constexpr,
                               MG: tl.constexpr, BD: tl.constexpr, BV: tl.constexpr, NVG: tl.constexpr,
                               C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
     """The mean adjoint's per-chunk outputs (:func:`_mean_chunk`), one program per (b, h, g, value
     block, chunk ``n`` of ``N0 … N1−1``), from the stored chunk-end adjoint ``G`` (``gs``) and
-    chunk-start mean (``ms``), both ``[B, H, N1−N0, D, m]`` (row ``n − N0``)."""
+    chunk-start mean (``ms``), both ``[B, H, N1−N0, D, m]`` (row ``n − N0``); the accumulators hold
+    ``NA`` chunks (``TA`` token rows) a batch row from chunk ``A0`` on."""
     pid = tl.program_id(0).to(tl.int64)
     NS = N1 - N0
     n = N0 + pid % NS
@@ -362,16 +381,17 @@ def chunk_bwd_mean_par_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, e_ptr
     sn = i_bh * NS + n - N0
     Gm = tl.load(gs_ptr + sn * D * M + rr * M + cv, mask=mr & mv, other=0.)
     Kt, Qt, Z, glast = _kqz(q_ptr, k_ptr, a_ptr, u_ptr, tki, vr, i_g, rc, mc, ri, G, D, BD, C, HAS_ALPHA)
+    tka = _acc_rows(tki, tok, T, TA, A0, H, C)
     _mean_chunk(v_ptr, beta_ptr, e_ptr, do_ptr, w_ptr, ms_ptr, dv_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
                 dgc_ptr, dqg_ptr, dkg_ptr, Gm, Kt, Qt, Z, glast, n, sn, i_bhg, i_bh, i_g, tki, vr, cb, cv, mv,
-                rr, rc, mr, mc, ri, ci, NT, G, D, M, C, PREC)
+                rr, rc, mr, mc, ri, ci, NT, tka, i_bhg * NA + n - A0, i_bh * NA + n - A0, G, D, M, C, PREC)
 
 
-@triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
+@triton.jit(do_not_specialize=["T", "NT", "N0", "N1", "TA", "NA", "A0"])
 def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, hs_ptr,
                              daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
                              dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
-                             T, NT, N0, N1,
+                             T, NT, N0, N1, TA, NA, A0,
                              H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                              C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
                              OUT: tl.constexpr = False):
@@ -393,7 +413,7 @@ def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr
         Hc = tl.full((BD, BD), 0., tl.float32)
     Hc = _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_ptr, dn_ptr, dut_ptr,
                     dbeta_ptr, dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
-                    Hc, n, sn, pid, i_bh, tok, T, NT, H, G, D, BD, C, HAS_ALPHA, PREC, OUT)
+                    Hc, n, sn, pid, i_bh, tok, T, NT, TA, NA, A0, H, G, D, BD, C, HAS_ALPHA, PREC, OUT)
     if not OUT:
         tl.store(hp, Hc, mask=mr & mc)
 

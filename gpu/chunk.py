@@ -272,7 +272,9 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     (except the last) and carrying the adjoints ``G``, ``H`` at its start to the segment before.
     Within a segment the order is the same as for the whole sequence (the ``G`` chain, the mean
     outputs, the sources, the ``H`` chain, the covariance outputs): a chunk's per-chunk passes
-    read only that chunk's rows.  The same gradients (the same arithmetic, except that the order
+    read only that chunk's rows.  So the accumulators of those passes (every one but ``dβ``: the
+    per-token ``d(Qγ), d(Kγ), dK, dc, dγ``, the per-chunk ``dA_q, dN, dŨ, dγ_C, dc_C``) hold one
+    segment too, step 4 runs after each segment on its chunks, and they are cleared for the next.  The same gradients (the same arithmetic, except that the order
     of the atomic additions into the per-token adjoints may differ on a GPU); step 1's scans run
     once more for all but the last segment.
 
@@ -313,16 +315,33 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
                                                  STORE_END=end, **kw)
         KB.chunk_bwd_mstate_kernel[(B * H * G * NVG,)](ap, u, beta, e, Mb[s], Ms, Mb[s + 1], T, NT, n0, n1,
                                                        STORE_END=end, **vkw)
-    # the adjoints that value blocks (and groups) share are added atomically
-    z = lambda *shape: torch.zeros(shape, dtype=f32, device=dev)  # noqa: E731
+    # the adjoints that value blocks (and groups) share are added atomically.  With segments the
+    # accumulators that only a chunk's own programs touch (every one but dβ) hold one segment's chunks
+    # (NA = NB chunks, TA = NB·C token rows from the segment's first chunk, A0), the epilogue runs per
+    # segment, and they are cleared for the next; else all chunks (TA = T, A0 = 0: the rows as before)
+    z = lambda *shape: _empty(shape, f32, dev).zero_()  # noqa: E731
+    local = S > 1
+    NA, TA = (NB, NB * C) if local else (NT, T)
     dv = _empty((B, T, H, m), f32, dev)
     dM0 = _empty((B, H, D, m), f32, dev)
-    dAq, dN = z(B, H, G, NT, C, C), z(B, H, G, NT, C, C)
-    dUt = z(B, H, G, NT, C, D)
+    dAq, dN = z(B, H, G, NA, C, C), z(B, H, G, NA, C, C)
+    dUt = z(B, H, G, NA, C, D)
     dbeta = z(B, T, H, G)
-    dgC, dcC = z(B, H, NT, D), z(B, H, NT, D)
-    dQg, dKg, dKd, dc, dgam = (z(B, T, H, D) for _ in range(5))
+    dgC, dcC = z(B, H, NA, D), z(B, H, NA, D)
+    dQg, dKg, dKd, dc, dgam = (z(B, TA, H, D) for _ in range(5))
+    acc = (dAq, dN, dUt, dgC, dcC, dQg, dKg, dKd, dc, dgam)
     dr2 = _empty((B, T, H, G), f32, dev)
+    need = need_dg and has_a
+    dq, dk = _empty((B, T, H, D), f32, dev), _empty((B, T, H, D), f32, dev)
+    dl2 = _empty((B, T, H), f32, dev)
+    dg = _empty((B, T, H, D), f32, dev) if need else dummy
+
+    def epilogue(n0, n1, a0):
+        # 4. per token: dq, dk, dℓ², dg from the accumulators of chunks n0 … n1−1
+        KB.chunk_bwd_epilogue_kernel[(B * (n1 - n0) * H,)](
+            q, k, ap, l2, dQg, dKg, dKd, dc, dgam, dgC, dcC, dq, dk, dl2, dg, T, NT, n0, n1, TA, NA, a0,
+            H=H, D=D, BD=BD, C=C, HAS_ALPHA=has_a, NEED_DG=need, num_warps=max(4, C // 4))  # sm_90: no spills
+
     dP0 = _empty((B, H, G, D, D), f32, dev)
     Gs = _empty((B, H, NB, D, m), f32, dev)
     Hs = _empty((B, H, G, NB, D, D), f32, dev)
@@ -333,9 +352,12 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     for s in reversed(range(S)):
         n0, n1 = segs[s]
         ns = n1 - n0
+        a0 = n0 if local else 0
         if s < S - 1:                           # the last segment's states are still in Ps, Ms
             KB.chunk_bwd_pstate_kernel[(B * H * G,)](k, ap, l2, u, beta, Pb[s], Ps, dummy, T, NT, n0, n1, **kw)
             KB.chunk_bwd_mstate_kernel[(B * H * G * NVG,)](ap, u, beta, e, Mb[s], Ms, dummy, T, NT, n0, n1, **vkw)
+            for t in acc:                       # the later segment's epilogue has read them
+                t.zero_()
         if s == 0:
             gout, hout = dM0, dP0
         else:
@@ -346,22 +368,19 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
         KB.chunk_bwd_gstate_kernel[(B * H * G * NVG,)](q, k, ap, u, beta, do, W, gin, Gs, gout, T, NT, n0, n1,
                                                        **vkw)
         KB.chunk_bwd_mean_par_kernel[(B * H * G * NVG * ns,)](
-            q, k, v, ap, u, beta, e, do, W, Ms, Gs, dv, dAq, dN, dUt, dbeta, dgC, dQg, dKg, T, NT, n0, n1, **vkw)
+            q, k, v, ap, u, beta, e, do, W, Ms, Gs, dv, dAq, dN, dUt, dbeta, dgC, dQg, dKg, T, NT, n0, n1,
+            TA, NA, a0, **vkw)
         # 3. covariance side
         cargs = (q, k, ap, l2, u, beta, W, Ps, Hs, dAq, dN, dUt, dbeta, dr2, dQg, dKg, dKd, dc, dgam, dgC, dcC,
-                 T, NT, n0, n1)
+                 T, NT, n0, n1, TA, NA, a0)
         KB.chunk_bwd_cov_par_kernel[(B * H * G * ns,)](*cargs, OUT=False, **kw)        # sources S_n
         KB.chunk_bwd_hstate_kernel[(B * H * G,)](k, ap, u, W, hin, Hs, hout, T, NT, n0, n1, **kw)
         KB.chunk_bwd_cov_par_kernel[(B * H * G * ns,)](*cargs, OUT=True, **kw)         # the outputs
+        if local:
+            epilogue(n0, n1, a0)
         gin, hin = gout, hout
-    # 4. epilogue
-    need = need_dg and has_a
-    dq, dk = _empty((B, T, H, D), f32, dev), _empty((B, T, H, D), f32, dev)
-    dl2 = _empty((B, T, H), f32, dev)
-    dg = _empty((B, T, H, D), f32, dev) if need else dummy
-    KB.chunk_bwd_epilogue_kernel[(B * NT * H,)](
-        q, k, ap, l2, dQg, dKg, dKd, dc, dgam, dgC, dcC, dq, dk, dl2, dg, T, NT,
-        H=H, D=D, BD=BD, C=C, HAS_ALPHA=has_a, NEED_DG=need, num_warps=max(4, C // 4))   # sm_90 compile: no spills
+    if not local:
+        epilogue(0, NT, 0)
     return dq, dk, dv, dl2, dr2, dg if need else None, dM0, dP0
 
 

@@ -27,6 +27,8 @@ CASES = {  # id: (B, T, H, D, m, G, C, decay, init, bwd_BV), the L to try
     "groups": ((1, 60, 2, 4, 4, 2, 16, "strong", True, None), (1, 3)),          # G = 2, two heads, NT = 4
     "blocks": ((1, 40, 1, 4, 64, 2, 16, "mid", True, 16), (1, 2)),             # NVG = 2 value blocks a group
     "c32": ((1, 100, 1, 4, 4, 1, 32, "weak", True, None), (1, 3)),            # C = 32, NT = 4
+    # two batch rows and two heads: the segment's accumulator rows of batch row 1 start at TA·H
+    "batch": ((2, 50, 2, 4, 4, 1, 16, "mid", True, None), (1, 3)),
 }
 PARAMS = [(cid, L) for cid, (_, Ls) in CASES.items() for L in Ls]
 
@@ -90,7 +92,9 @@ def _state_shapes(monkeypatch, x, w, C, L):
 def test_segmented_backward_state_buffers_hold_L_chunks(interpret, monkeypatch, make_inputs, L, NB):
     """``Ps``, ``Hs`` ``[B, H, G, NB, D, D]`` and ``Ms``, ``Gs`` ``[B, H, NB, D, m]`` with
     ``NB = min(L, NT)`` chunks (``NT = 5``; sizes chosen so that no other buffer has these shapes),
-    and none over all ``NT`` chunks when ``L < NT``."""
+    and none over all ``NT`` chunks when ``L < NT``; then the passes' accumulators also hold one
+    segment (five per-token ``[B, NB·C, H, D]``, ``dA_q, dN`` ``[B, H, G, NB, C, C]``), and the only
+    ``[B, T, H, D]`` buffers are the gradients dq, dk, dg."""
     B, T, H, D, m, G, C = 1, 75, 1, 8, 12, 2, 16
     NT = -(-T // C)
     x = make_inputs(B, T, H, D, m, G, alpha=True, init=True, seed=5)
@@ -106,6 +110,12 @@ def test_segmented_backward_state_buffers_hold_L_chunks(interpret, monkeypatch, 
     carried = min(2, S - 1)
     assert shapes.count((B, H, G, D, D)) == (S - 1) + carried + 1, shapes
     assert shapes.count((B, H, D, m)) == (S - 1) + carried + 1, shapes
+    if NB < NT:
+        assert shapes.count((B, NB * C, H, D)) == 5, shapes
+        assert shapes.count((B, H, G, NB, C, C)) == 2 and (B, H, G, NT, C, C) not in shapes, shapes
+        assert shapes.count((B, T, H, D)) == 3, shapes
+    else:
+        assert shapes.count((B, T, H, D)) == 5 + 3, shapes
     assert all(not torch.isnan(g).any() for g in grads.values())
 
 
@@ -152,3 +162,9 @@ def test_cuda_segmented_backward_equals_one_segment_in_less_memory(relerr, decay
     for n in out[None]:
         assert relerr(out[16][n].double(), out[None][n].double()) <= SAME, n
     assert peak[16] < peak[None], peak
+    # from the shapes: the four state buffers and the segment-local accumulators (five per token,
+    # dA_q, dN, dŨ per chunk) hold 16 of the 64 chunks; at least three quarters of that must show
+    C, NT, L = 16, T // 16, 16
+    full = 4 * (2 * B * H * NT * D * D + 2 * B * H * NT * D * m) + 4 * (5 * B * T * H * D + B * H * NT * C * (2 * C + D))
+    saved = full * (NT - L) / NT
+    assert peak[None] - peak[16] >= 0.75 * saved, (peak, saved)
