@@ -68,14 +68,24 @@ def inputs(torch, shape, device, seed, fla=False):
     return {n: t.to(device) for n, t in x.items()}
 
 
-def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=None) -> dict[str, Op]:
-    """``fused`` and ``chunk_C{C}`` for each of ``chunk_sizes``."""
+def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=None,
+           bwd_segments=(None,)) -> dict[str, Op]:
+    """``fused`` and ``chunk_C{C}`` for each of ``chunk_sizes``; with ``bwd_segments`` (values of
+    ``ChunkConfig.bwd_segment_chunks``, ``None`` for ``chunk_config``'s own) one op per value,
+    ``chunk_C{C}_L{L}`` for an integer ``L`` (the same forward, the backward in segments of ``L``
+    chunks: time and peak memory side by side in one process)."""
+    from dataclasses import replace
+
     from . import chunk_bl, fused_recurrent_bl
+    from .config import ChunkConfig
 
     ops = {"fused": Op("fused", "bl", lambda x: fused_recurrent_bl(**x, validate=False, config=fused_config)[0])}
     for C in chunk_sizes:
-        ops[f"chunk_C{C}"] = Op(f"chunk_C{C}", "bl", lambda x, C=C: chunk_bl(
-            **x, chunk_size=C, validate=False, backward=backward, config=chunk_config)[0])
+        for L in bwd_segments:
+            cfg = chunk_config if L is None else replace(chunk_config or ChunkConfig(), bwd_segment_chunks=L)
+            name = f"chunk_C{C}" + ("" if L is None else f"_L{L}")
+            ops[name] = Op(name, "bl", lambda x, C=C, cfg=cfg: chunk_bl(
+                **x, chunk_size=C, validate=False, backward=backward, config=cfg)[0])
     return ops
 
 
@@ -219,7 +229,7 @@ def _write(result, path):
 
 
 def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk_sizes=(16,), backward="auto",
-        fused_config=None, chunk_config=None, do_drift=False, out=None, device=None):
+        fused_config=None, chunk_config=None, do_drift=False, out=None, device=None, bwd_segments=(None,)):
     """Check and time ``ops`` on ``shapes``; write the JSON to ``out`` after every step (a run cut
     short still leaves what it measured).  ``device``: CUDA by default (the tests pass a CPU
     device with ``TRITON_INTERPRET=1``: checks through the interpreter, wall times of one call)."""
@@ -234,7 +244,7 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
         info["triton"] = triton.__version__
     except Exception:
         pass
-    table_ops = bl_ops(chunk_sizes if "chunk" in ops else (), backward, fused_config, chunk_config)
+    table_ops = bl_ops(chunk_sizes if "chunk" in ops else (), backward, fused_config, chunk_config, bwd_segments)
     if "fused" not in ops:
         del table_ops["fused"]
     fla = "not requested" if "fla" not in ops else fla_ops() if device.type == "cuda" else "needs CUDA"
@@ -242,7 +252,7 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
         table_ops.update(fla)
     result = {"provenance": provenance(info), "ops": list(table_ops), "fla": fla if isinstance(fla, str) else "ok",
               "ceilings": CEILINGS, "rates_note": RATES_NOTE,
-              "config": {"backward": backward, "chunk_sizes": list(chunk_sizes),
+              "config": {"backward": backward, "chunk_sizes": list(chunk_sizes), "bwd_segments": list(bwd_segments),
                          "fused": asdict(fused_config) if fused_config else "default",
                          "chunk": asdict(chunk_config) if chunk_config else "default"},
               "shapes": {}, "notes": ["times: medians of triton.testing.do_bench, ms; BL fp32 inputs and "
@@ -384,6 +394,17 @@ def _config_items(cls):
     return parse
 
 
+def _segments_item(text: str):
+    """One value of ``--bwd-segments``: ``none`` or an integer ``L >= 1``."""
+    import argparse
+
+    if text.lower() == "none":
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("must be an integer >= 1 or none")
+    return int(text)
+
+
 def add_arguments(p):
     from assocmem.args import Items
 
@@ -400,6 +421,10 @@ def add_arguments(p):
                    help="comma list of chunk_bl's chunk sizes, of 16, 32, 64 "
                         "(default 16, chunk_bl's fastest)")
     p.add_argument("--backward", choices=BACKWARDS, default="auto", help="chunk_bl's backward (default auto)")
+    p.add_argument("--bwd-segments", type=Items(item=_segments_item, what="segment length"), default=(None,),
+                   help="comma list of chunk_bl's backward segment lengths in chunks (ChunkConfig."
+                        "bwd_segment_chunks), each an integer >= 1 or none (one segment); one op each, "
+                        "chunk_C{C}_L{L}, timed side by side (default none)")
     p.add_argument("--fused-config", type=_config_items(FusedConfig), default=None, metavar="KEY=VALUE,...",
                    help=f"launch parameters of fused_recurrent_bl ({', '.join(FusedConfig.__dataclass_fields__)})")
     p.add_argument("--chunk-config", type=_config_items(ChunkConfig), default=None, metavar="KEY=VALUE,...",
@@ -421,7 +446,7 @@ def run_args(args) -> int:
         raise ValueError("no CUDA device: the benchmark times compiled kernels (on a CPU the same kernels are "
                          "checked by the test suite: python3 -m pytest -m gpu)")
     res = run(args.shapes, args.ops, args.modes, args.chunk_sizes, args.backward, args.fused_config,
-              args.chunk_config, args.drift, out=str(out))
+              args.chunk_config, args.drift, out=str(out), bwd_segments=args.bwd_segments)
     print(f"JSON written to {out}")
     bad = [f"{n}/{o}" for n, e in res["shapes"].items() for o, c in e["check"].items() if not check_ok(c)]
     if bad:

@@ -163,6 +163,7 @@ SPECS = {
         "--ops": list_bad(("fused", "chunk", "fla"), st.sampled_from(["recurrent", "fused,fla2", "FLA"])),
         "--modes": list_bad(("fwd", "fwdbwd"), st.sampled_from(["bwd", "fwd,both"])),
         "--chunk-sizes": list_bad(("16", "32", "64"), st.sampled_from(["8", "48", "16,128", "1e9", "-16"])),
+        "--bwd-segments": st.sampled_from(["", "0", "-4", "16,16", "none,none", "2.5", "x", "16,", "None,0"]),
         "--chunk-config": st.sampled_from(["", "BV", "BV=8", "BV=16,BV=32", "super_chunks=2", "segments=0",
                                            "cov_kernel=fast", "=3"]),
         "--out": bad_file(),

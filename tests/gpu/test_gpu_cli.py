@@ -21,7 +21,9 @@ def test_gpu_without_subcommand_is_usage_error(capsys):
     (["--shapes", "S9"], "--shapes"), (["--ops", "fused,nope"], "--ops"), (["--modes", "bwd"], "--modes"),
     (["--chunk-sizes", "48"], "--chunk-sizes"), (["--backward", "sideways"], "--backward"),
     (["--chunk-config", "BV=8"], "--chunk-config"), (["--chunk-config", "super_chunks=4"], "--chunk-config"),
-    (["--fused-config", "cov_warps"], "--fused-config"), (["--out", "missing/b.json"], "--out")])
+    (["--fused-config", "cov_warps"], "--fused-config"), (["--out", "missing/b.json"], "--out"),
+    (["--bwd-segments", "0"], "--bwd-segments"), (["--bwd-segments", "16,16"], "--bwd-segments"),
+    (["--bwd-segments", "none,x"], "--bwd-segments")])
 def test_bench_bad_argument_is_one_line_naming_the_flag(tmp_path, monkeypatch, capsys, argv, flag):
     monkeypatch.chdir(tmp_path)
     assert main(["gpu", "bench", *argv]) == 2
@@ -75,6 +77,34 @@ def test_harness_on_the_cpu_interpreter(tmp_path, monkeypatch, capsys):
     assert "| tiny |" in capsys.readouterr().out
     assert bench.ratios({"chunk_C16": {"fwd_ms": 2.0}, "fla_chunk_gdn": {"fwd_ms": 0.5}}) == {
         "chunk_C16 fwd / fla_chunk_gdn fwd": 4.0}
+
+
+def test_bwd_segments_are_ops_side_by_side(tmp_path, monkeypatch):
+    """``--bwd-segments none,2``: one chunk op per value, the segmented one named ``chunk_C16_L2`` and
+    run with ``bwd_segment_chunks = 2`` (its check passes like the other's), both in the JSON."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from assocmem.args import Parser
+    from assocmem.gpu import bench
+
+    p = Parser(prog="b")
+    bench.add_arguments(p)
+    assert p.parse_args(["--bwd-segments", "none,2"]).bwd_segments == (None, 2)
+    assert p.parse_args([]).bwd_segments == (None,)
+    ops = bench.bl_ops((16,), bwd_segments=(None, 2))
+    assert list(ops) == ["fused", "chunk_C16", "chunk_C16_L2"]
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    seen = []
+    import assocmem.gpu.chunk as ch
+    orig = ch._bwd_segments
+    monkeypatch.setattr(ch, "_bwd_segments", lambda L, NT: seen.append(L) or orig(L, NT))
+    monkeypatch.setitem(bench.SHAPES, "t48", (1, 48, 2, 8, 8))      # three chunks: L = 2 makes two segments
+    out = tmp_path / "b.json"
+    bench.run(["t48"], ("chunk",), modes=("fwdbwd",), out=str(out), device=torch.device("cpu"), bwd_segments=(None, 2))
+    res = json.loads(out.read_text())
+    assert res["ops"] == ["chunk_C16", "chunk_C16_L2"] and res["config"]["bwd_segments"] == [None, 2]
+    assert all(bench.check_ok(res["shapes"]["t48"]["check"][o]) for o in res["ops"])
+    assert None in seen and 2 in seen and orig(2, 3) == [(0, 2), (2, 3)]
 
 
 def test_rates_are_the_nominal_work_over_the_time():
