@@ -383,6 +383,27 @@ def device16():
     return jobs
 
 
+def device17():
+    """The next session's plan (issue 16, MQAR), two at a time, each run finishing inside the session
+    (checkpoints do not outlive it): BL's seeds for the readings to count as confirmed (Update seeds 1
+    and 2, Block seed 2, at lr 3e-3; Update seed 1 and Block seed 2 stopped with the last session at
+    6,000 and 12,000 steps and restart), then GDN-conv on Update (the "≈ 60 %" reading with Mamba2),
+    Mamba2 on Update (its Triton scan passed its CUDA check; probe its steps/s first:
+    ``--probe "mqar:mamba2:variant=update,pool_size=2048"``), GDN-conv on Block, BL's other rates under
+    ``zoology``, then Base.  About 25,000 steps at 20-33 ms a step is 8-14 minutes a run: a session of
+    three calls finishes about four (measured 2 December, second session)."""
+    jobs = grid("mqar", ["bl"], [1, 2], {"variant": "update", "lr": 3e-3})
+    jobs += grid("mqar", ["bl"], [2], {"variant": "block", "lr": 3e-3})
+    jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "update"})
+    jobs += grid("mqar", ["mamba2"], [0], {"variant": "update"})
+    jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "block"})
+    for lr in (1e-3, 3e-4):
+        for variant in ("block", "update"):
+            jobs += grid("mqar", ["bl"], [0], {"variant": variant, "lr": lr})
+    jobs += grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "base"})
+    return jobs
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -402,7 +423,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17}
 
 
 def cost(job) -> float:
