@@ -389,13 +389,16 @@ def device17():
     and 2, Block seed 2, at lr 3e-3; Update seed 1 and Block seed 2 stopped with the last session at
     6,000 and 12,000 steps and restart), then GDN-conv on Update (the "≈ 60 %" reading with Mamba2),
     Mamba2 on Update (its Triton scan passed its CUDA check; probe its steps/s first:
-    ``--probe "mqar:mamba2:variant=update,pool_size=2048"``), GDN-conv on Block, BL's other rates under
+    ``--probe "mqar:mamba2:variant=update,pool_size=2048"``), BL on Block with one head of 64
+    (``bl_heads=1``: the head split, a candidate cause of the Block reading), GDN-conv on Block, BL's other rates under
     ``zoology``, then Base.  About 25,000 steps at 20-33 ms a step is 8-14 minutes a run: a session of
     three calls finishes about four (measured 2 December, second session)."""
     jobs = grid("mqar", ["bl"], [1, 2], {"variant": "update", "lr": 3e-3})
     jobs += grid("mqar", ["bl"], [2], {"variant": "block", "lr": 3e-3})
     jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "update"})
     jobs += grid("mqar", ["mamba2"], [0], {"variant": "update"})
+    # BL's head split, a candidate cause of the Block reading (one head of 64 against four of 32)
+    jobs += grid("mqar", ["bl"], [0], {"variant": "block", "lr": 3e-3, "bl_heads": 1})
     jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "block"})
     for lr in (1e-3, 3e-4):
         for variant in ("block", "update"):

@@ -137,6 +137,15 @@ def _choice(*options):
     return conv
 
 
+def _int_choice(*options):
+    def conv(name, v):
+        x = int(v) if not isinstance(v, bool) and str(v).strip().lstrip("-").isdigit() else None
+        if x not in options:
+            raise ValueError(f"protocol {name} must be one of {', '.join(map(str, options))} (got {v!r})")
+        return x
+    return conv
+
+
 def _int_list(name, v):
     items = v if isinstance(v, (list, tuple)) else str(v).replace(";", ",").split(",")
     try:
@@ -210,6 +219,10 @@ PROTOCOL = {
         "bl_decay": (False, _bool, "BL mixer dynamics: A = I (ours, as in the collision tasks) or a learned "
                                    "per-token, per-head decay A_t = alpha_t I, alpha_t = sigmoid(.) (GDN's form); "
                                    "the paper's layer has learned structured A_t, its MQAR setting is not given"),
+        "bl_heads": (4, _int_choice(1, 2, 4, 8),
+                     "BL mixer heads; each head's key and value sizes the largest D = m inside the 8,192 state "
+                     "(Dm + D^2 per head: 1 head 64, 2 heads 45, 4 heads 32, 8 heads 22); the paper's split is "
+                     "not given (the notes: its Table 5 is misaligned)"),
         "bl_op": ("fused", _choice("fused", "chunk"),
                   "BL's op on a GPU: fused_recurrent_bl (token by token) or chunk_bl (chunks of 16); both "
                   "compute the same filter exactly (checked against numerics), so this is an implementation "
@@ -272,7 +285,7 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
         bad = "supervision" if out["supervision"] != "every" else "pos"
         raise ValueError(f"protocol {bad}: applies to the plain swap models (transformer-*, deltaformer-*), "
                          f"not {model!r}")
-    for opt, off in (("bl_op", "fused"), ("bl_decay", False)):
+    for opt, off in (("bl_op", "fused"), ("bl_decay", False), ("bl_heads", 4)):
         if task == "mqar" and out[opt] != off and model is not None and model != "bl":
             raise ValueError(f"protocol {opt}: applies to bl, not {model!r}")
     if task == "mqar" and out["gdn_backend"] != "auto" and model is not None and model not in ("gdn", "gdn-conv"):
@@ -374,7 +387,7 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
         cfg = Mq.train_configs(pr["variant"])[0][0]
         kw = {"backend": pr["gdn_backend"]} if model in ("gdn", "gdn-conv") else {}
         if model == "bl":
-            kw = {"op": pr.get("bl_op", "fused"), "decay": pr.get("bl_decay", False)}
+            kw = {"op": pr.get("bl_op", "fused"), "decay": pr.get("bl_decay", False), "n_heads": pr.get("bl_heads", 4)}
         return MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=pr["d_model"], n_layers=2, mixer=model,
                          backbone=pr["backbone"], **kw)
     if task == "dag_reachability":

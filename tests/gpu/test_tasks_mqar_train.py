@@ -257,3 +257,26 @@ def test_logits_only_at_the_labelled_positions_are_the_full_logits_there(backbon
         assert (a is None) == (b is None)
         if a is not None:
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("heads,D,state", [(1, 64, 8192), (2, 45, 8100), (4, 32, 8192), (8, 22, 7744)])
+def test_bl_heads_splits_the_same_state_budget(heads, D, state):
+    """bl_heads=H: BL's mixer has H heads of the largest D = m inside the 8,192 state per layer, named in
+    the run's tag (the default, 4, is not), and refused for another model or another count."""
+    pr = Tr.resolve_protocol("mqar", {"bl_heads": str(heads), "variant": "block"}, "bl")
+    assert pr["bl_heads"] == heads
+    assert ("bl_heads" in Tr.protocol_tag("mqar", pr)) is (heads != 4)
+    net = Tr.build_model("mqar", "bl", pr)
+    c = net.config()
+    assert (c["n_heads"], c["key_dim"], c["value_dim"]) == (heads, D, D) and c["state_sizes"] == [state, state]
+    assert state <= 8192 < heads * ((D + 1) ** 2 * 2)          # one more in D and m would not fit
+    tok = torch.randint(0, Mq.VOCAB, (2, 16), generator=torch.Generator().manual_seed(4))
+    assert net(tok).shape == (2, 16, Mq.VOCAB)
+
+
+@pytest.mark.parametrize("bad", ["3", "0", "x", "1.0", True])
+def test_bad_bl_heads(bad):
+    with pytest.raises(ValueError, match="protocol bl_heads must be one of 1, 2, 4, 8"):
+        Tr.resolve_protocol("mqar", {"bl_heads": bad}, "bl")
+    with pytest.raises(ValueError, match="protocol bl_heads: applies to bl"):
+        Tr.resolve_protocol("mqar", {"bl_heads": 1}, "gdn")
