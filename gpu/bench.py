@@ -24,7 +24,7 @@ import math
 import sys
 import time
 from dataclasses import asdict
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Optional
 
 SHAPES = {  # (B, T, H, D, m)
     "S1": (8, 2048, 16, 64, 64),
@@ -49,6 +49,7 @@ class Op(NamedTuple):
     name: str
     family: str           # "bl", or "fla" (bf16 q, k, v and fla's β and log-gate)
     call: Callable
+    chunk: Optional[tuple] = None     # chunk_bl's (chunk size, backward segment length L or None)
 
 
 def inputs(torch, shape, device, seed, fla=False):
@@ -85,7 +86,8 @@ def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=N
             cfg = chunk_config if L is None else replace(chunk_config or ChunkConfig(), bwd_segment_chunks=L)
             name = f"chunk_C{C}" + ("" if L is None else f"_L{L}")
             ops[name] = Op(name, "bl", lambda x, C=C, cfg=cfg: chunk_bl(
-                **x, chunk_size=C, validate=False, backward=backward, config=cfg)[0])
+                **x, chunk_size=C, validate=False, backward=backward, config=cfg)[0],
+                (C, cfg.bwd_segment_chunks if cfg is not None else None))
     return ops
 
 
@@ -170,6 +172,13 @@ def time_op(torch, op: Op, shape, device, modes=MODES) -> dict:
         out["fwdbwd_ms"] = _bench(torch, fb, device)
         if device.type == "cuda":
             out["fwdbwd_peak_MB"] = peak_mem_MB(torch, fb)
+        if op.chunk is not None:
+            # beside the measured peak: the chunked backward's buffers that the segment length changes,
+            # from the shapes (chunk.backward_buffer_bytes; the token-by-token backward, where "auto"
+            # takes it at D = 128, has none of them)
+            from .chunk import backward_buffer_bytes
+            B, T, H, D, m = shape
+            out["bwd_segment_buffers_MB"] = sum(backward_buffer_bytes(B, T, H, D, m, 1, *op.chunk).values()) / 2**20
     return out
 
 

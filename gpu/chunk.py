@@ -249,6 +249,23 @@ def _bwd_segments(L, NT: int) -> list[tuple[int, int]]:
     return [(n0, min(n0 + L, NT)) for n0 in range(0, NT, L)]
 
 
+def backward_buffer_bytes(B, T, H, D, m, G=1, C=16, L=None) -> dict[str, int]:
+    """Bytes of the chunked backward's fp32 buffers that ``bwd_segment_chunks = L`` changes, from the
+    shapes :func:`_chunk_backward` allocates: ``states`` (``Ps, Hs, Ms, Gs``), ``accumulators`` (the
+    passes' five per-token and five per-chunk ones, ``dβ`` whole), ``segment_states`` (the states at
+    the segments' starts and the adjoints carried between them)."""
+    NT = -(-T // C)
+    segs = _bwd_segments(L, NT)
+    S = len(segs)
+    NB = max(n1 - n0 for n0, n1 in segs)
+    NA, TA = (NB, NB * C) if S > 1 else (NT, T)
+    pd, md = B * H * G * D * D, B * H * D * m
+    return {"states": 4 * NB * (2 * pd + 2 * md),
+            "accumulators": 4 * (5 * B * TA * H * D + B * H * G * NA * C * (2 * C + D) + 2 * B * H * NA * D
+                                 + B * T * H * G),
+            "segment_states": 4 * ((S - 1) * (pd + md) + min(2, S - 1) * (pd + md))}
+
+
 def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, cfg: ChunkConfig, need_dg):
     """The chunked backward's Triton passes.  ``M0, dMT [B, H, D, m]``, ``P0, dPT [B, H, G, D, D]``
     fp32 (``dPT`` symmetric), ``W [B, H, G, NT, C, C]`` from the forward.

@@ -73,7 +73,7 @@ def test_harness_on_the_cpu_interpreter(tmp_path, monkeypatch, capsys):
         c = e["check"][op]
         assert bench.check_ok(c), c
         assert c["fwd_o"] < 1e-5 and c["grad_k"] < 1e-4 and c["grad_alpha"] < 1e-4
-        assert set(e["times"][op]) == {"fwd_ms", "fwdbwd_ms"}
+        assert set(e["times"][op]) == {"fwd_ms", "fwdbwd_ms"} | ({"bwd_segment_buffers_MB"} if op != "fused" else set())
     assert "| tiny |" in capsys.readouterr().out
     assert bench.ratios({"chunk_C16": {"fwd_ms": 2.0}, "fla_chunk_gdn": {"fwd_ms": 0.5}}) == {
         "chunk_C16 fwd / fla_chunk_gdn fwd": 4.0}
@@ -105,6 +105,13 @@ def test_bwd_segments_are_ops_side_by_side(tmp_path, monkeypatch):
     assert res["ops"] == ["chunk_C16", "chunk_C16_L2"] and res["config"]["bwd_segments"] == [None, 2]
     assert all(bench.check_ok(res["shapes"]["t48"]["check"][o]) for o in res["ops"])
     assert None in seen and 2 in seen and orig(2, 3) == [(0, 2), (2, 3)]
+    # beside each (on a GPU, measured) peak: the buffers that the segment length changes, from the shapes
+    from assocmem.gpu.chunk import backward_buffer_bytes
+    t = res["shapes"]["t48"]["times"]
+    for op, L in (("chunk_C16", None), ("chunk_C16_L2", 2)):
+        assert t[op]["bwd_segment_buffers_MB"] == pytest.approx(
+            sum(backward_buffer_bytes(1, 48, 2, 8, 8, 1, 16, L).values()) / 2**20)
+    assert t["chunk_C16_L2"]["bwd_segment_buffers_MB"] < t["chunk_C16"]["bwd_segment_buffers_MB"]
 
 
 def test_rates_are_the_nominal_work_over_the_time():
