@@ -153,11 +153,18 @@ def _backward(K, q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, 
     K.cov_bwd_rev_kernel[(B * H * G,)](
         k, a if has_a else dummy, l2, u, beta, dw, dPT, du, z, dPd, ds, dP0, T,
         H=H, G=G, D=D, BD=BD, HAS_ALPHA=has_a, num_warps=cfg.cov_warps)
+    # every [B, T, H, G, D] buffer is freed once its last reader has been queued (the caching allocator
+    # reuses it in stream order): dPd now, du after the next pass, z unless the decay gradient needs it
+    dl2 = dPd.sum((-1, -2))
+    del dPd
+    if not need_dg:
+        del z
 
     x = _empty((B, T, H, G, D), f32, dev)
     K.cov_bwd_fwd_kernel[(B * H * G,)](
         a if has_a else dummy, l2, P0, u, beta, du, x, T,
         H=H, G=G, D=D, BD=BD, HAS_ALPHA=has_a, num_warps=cfg.cov_warps)
+    del du
     if atomic:
         dq = torch.zeros((B, T, H, D), dtype=f32, device=dev)
         dk_mean = torch.zeros((B, T, H, D), dtype=f32, device=dev)
@@ -173,19 +180,31 @@ def _backward(K, q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, 
         H=H, G=G, D=D, M=m, MG=mg, BD=BD, BV=BV, NV=NV,
         HAS_ALPHA=has_a, ATOMIC=atomic, num_warps=cfg.mean_warps)
 
-    dl2 = dPd.sum((-1, -2))
     if not (NV == 1 or atomic):
         dq, dk_mean = dq.sum(0), dk_mean.sum(0)
-    dk = dk_mean + (x + ds[..., None] * u).sum(3)
+    # the assembly in place where it can be, so that it holds at most one [B, T, H, D] temporary
+    # beyond its result: dk = dk_mean + Σ_g (x + ds u), and
+    # dg = revcumsum_t(q ⊙ dq − Σ_g β u ⊙ dw + k ⊙ dk_mean + Σ_g (z + k ⊙ x)) + the final-state terms
+    kf = k.to(f32)
     dg = None
     if need_dg:
-        qf, kf = q.to(f32), k.to(f32)
-        w = beta[..., None] * u
-        term = qf * dq - (w * dw).sum(3) + kf * dk_mean + (z + kf[:, :, :, None, :] * x).sum(3)
-        dg = term.flip(1).cumsum(1).flip(1)
+        term = q.to(f32) * dq
+        term.addcmul_(kf, dk_mean)
+        for gi in range(G):
+            term.sub_(u[:, :, :, gi].mul(dw[:, :, :, gi]).mul_(beta[:, :, :, gi, None]))
+            term.add_(z[:, :, :, gi]).addcmul_(kf, x[:, :, :, gi])
+        del z
+    dk = dk_mean
+    for gi in range(G):
+        dk.add_(x[:, :, :, gi]).addcmul_(ds[:, :, :, gi, None], u[:, :, :, gi])
+    del x
+    if need_dg:
+        dg = term.flip(1)
+        del term
+        dg = dg.cumsum_(1).flip(1)
         # final-state terms: rowsum(dM_T ⊙ M_T) + Σ_g 2 rowsum(sym(dP_T) ⊙ P_T)
         final = (dMTt * MTt).sum(2) + 2.0 * (dPT * PT).sum(-1).sum(2)
-        dg = dg + final[:, None]
+        dg.add_(final[:, None])
     return dq, dk, de, dl2, ds, dg, dM0t, dP0
 
 
