@@ -337,6 +337,17 @@ def device14():
     return jobs
 
 
+def _mqar_other_rates_and_base():
+    """The tail of the MQAR plans since :func:`device15`: BL's other two rates of the grid on Block and
+    Update (under ``zoology``; 3e-3 ran first), then Fig. 4a's Base for BL (lr 3e-3) and GDN."""
+    jobs = []
+    for lr in (1e-3, 3e-4):
+        for variant in ("block", "update"):
+            jobs += grid("mqar", ["bl"], [0], {"variant": variant, "lr": lr})
+    jobs += grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3})
+    return jobs + grid("mqar", ["gdn"], [0], {"variant": "base"})
+
+
 def device15():
     """The next session's plan (issue 16, MQAR), after the first session of 2 December: GDN on Block's last
     3,750 steps (its checkpoint in ``.resume/``), GDN on Update (25,000 steps), both on the hybrid core
@@ -360,12 +371,7 @@ def device15():
         jobs += grid("mqar", ["bl"], [1, 2], {"variant": variant, "lr": 3e-3})
     for variant in ("block", "update"):
         jobs += grid("mqar", ["gdn-conv"], [0], {"variant": variant})
-    for lr in (1e-3, 3e-4):
-        for variant in ("block", "update"):
-            jobs += grid("mqar", ["bl"], [0], {"variant": variant, "lr": lr})
-    jobs += grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3})
-    jobs += grid("mqar", ["gdn"], [0], {"variant": "base"})
-    return jobs
+    return jobs + _mqar_other_rates_and_base()
 
 
 def device16():
@@ -400,12 +406,8 @@ def device17():
     # BL's head split, a candidate cause of the Block reading (one head of 64 against four of 32)
     jobs += grid("mqar", ["bl"], [0], {"variant": "block", "lr": 3e-3, "bl_heads": 1})
     jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "block"})
-    for lr in (1e-3, 3e-4):
-        for variant in ("block", "update"):
-            jobs += grid("mqar", ["bl"], [0], {"variant": variant, "lr": lr})
-    jobs += grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3})
-    jobs += grid("mqar", ["gdn"], [0], {"variant": "base"})
-    return jobs
+    return jobs + _mqar_other_rates_and_base()
+
 
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
