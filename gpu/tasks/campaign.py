@@ -409,6 +409,16 @@ def device17():
     return jobs + _mqar_other_rates_and_base()
 
 
+def device17b():
+    """:func:`device17` for a session's last call, when a run cannot finish in it: BL Block seed 2
+    (resumed) and BL Block with ``bl_heads=1`` (about 410 s each beside another BL) before GDN-conv on
+    Update (about 800 s beside another run: a call of its own, in a later session)."""
+    first = grid("mqar", ["bl"], [2], {"variant": "block", "lr": 3e-3})
+    first += grid("mqar", ["bl"], [0], {"variant": "block", "lr": 3e-3, "bl_heads": 1})
+    names = {job_name(j) for j in first}
+    return first + [j for j in device17() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -428,7 +438,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b}
 
 
 def cost(job) -> float:
