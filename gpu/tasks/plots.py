@@ -677,6 +677,11 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                   "-.", "+")]
     # the readings are judged on seed 0; the other seeds that have finished, thin, beside it
     others = [(s, mqar_data(results_dir, seed=s)) for s in (1, 2)]
+    # one legend entry per model for its thin lines (they share one style): the seeds it has, any panel
+    seed_names = {}
+    for m in ("bl", "gdn", "gdn-conv", "mamba2"):
+        have = [s for s, other in others if any(m in panel for panel in other.values())]
+        seed_names[m] = ("seed " if len(have) == 1 else "seeds ") + ", ".join(map(str, have))
     plt = _pyplot()
     colors = {"bl": COLORS.get("bl", "#1f4e9c"), "gdn": "#2a9d8f", "gdn-conv": "#e9c46a", "mamba2": "#e76f51"}
     with plt.rc_context(_style()):
@@ -690,7 +695,7 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                     if m in other.get(v, {}):
                         c = other[v][m]
                         ax.plot(c["x"], c["acc"], lw=0.7, alpha=0.45, color=colors[m],
-                                label=f"{MQAR_LABELS[m]}, seed {s}")
+                                label=f"{MQAR_LABELS[m]}, {seed_names[m]}")
                 for ablation, what, ls, mk in ablations:
                     if m in ablation.get(v, {}):
                         c = ablation[v][m]

@@ -304,6 +304,11 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     # a second seed: never seed 0's line (the readings are judged on seed 0), drawn thin beside it
     _fake(tmp_path, "mqar", "bl", 1, {"test": [{"n_updates": u, "acc": 0.8} for u in (0, 8, 16)]},
           protocol={"variant": "update", "lr": 3e-3}, tag="variant-update__lr-0.003")
+    # a third seed of BL, and GDN's second: one legend entry per model names the seeds it has
+    _fake(tmp_path, "mqar", "bl", 2, {"test": [{"n_updates": u, "acc": 0.75} for u in (0, 8, 16)]},
+          protocol={"variant": "update", "lr": 3e-3}, tag="variant-update__lr-0.003")
+    _fake(tmp_path, "mqar", "gdn", 1, {"test": [{"n_updates": u, "acc": 0.9} for u in (0, 8, 16)]},
+          protocol={"variant": "update"}, tag="variant-update")
     d = plots.mqar_data(tmp_path)
     assert plots.mqar_data(tmp_path, seed=1)["update"]["bl"]["acc"] == [0.8] * 3
     assert d["update"]["bl"]["x"] == [0, 8, 16] and d["update"]["bl"]["acc"] == pytest.approx([0.7, 0.62, 0.54])
@@ -334,11 +339,13 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     assert list(abl.get_ydata()) == [0.99] * 3 and abl.get_linestyle() == ":"
     mix = [ln for ln in ax_update.lines if ln.get_label() == "BL, backbone=mixers (no conv, no MLP; ablation)"][0]
     assert list(mix.get_ydata()) == [0.4] * 3 and mix.get_linestyle() == "-."
-    s1 = [ln for ln in ax_update.lines if ln.get_label() == "BL, seed 1"][0]
+    s12 = [ln for ln in ax_update.lines if ln.get_label() == "BL, seeds 1, 2"]
     main = [ln for ln in ax_update.lines if ln.get_label() == "BL"][0]
-    assert list(s1.get_ydata()) == [0.8] * 3 and s1.get_linewidth() < main.get_linewidth()
+    assert sorted(list(ln.get_ydata()) for ln in s12) == [[0.75] * 3, [0.8] * 3]
+    assert all(ln.get_linewidth() < main.get_linewidth() for ln in s12)
+    assert [list(ln.get_ydata()) for ln in ax_update.lines if ln.get_label() == "GDN, seed 1"] == [[0.9] * 3]
     # one legend, under the panels, naming every line once
     (legend,) = captured["fig"].legends
     texts = [t.get_text() for t in legend.get_texts()]
-    assert len(texts) == len(set(texts)) and {"BL", "BL, seed 1", "BL, paper (notes' reading)"} <= set(texts)
+    assert len(texts) == len(set(texts)) and {"BL", "BL, seeds 1, 2", "GDN, seed 1", "BL, paper (notes' reading)"} <= set(texts)
     assert plots.plot_mqar(tmp_path / "none", tmp_path / "fig2") == []
