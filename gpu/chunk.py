@@ -39,6 +39,7 @@ Only the ``D×D`` chunk-end covariance (and ``M``) is sequential across chunks.
 from __future__ import annotations
 
 from dataclasses import replace
+import math
 
 import torch
 
@@ -266,6 +267,18 @@ def backward_buffer_bytes(B, T, H, D, m, G=1, C=16, L=None) -> dict[str, int]:
             "segment_states": 4 * ((S - 1) * (pd + md) + min(2, S - 1) * (pd + md))}
 
 
+def _views(shapes, dev, align=32):
+    """One fp32 buffer and contiguous views of it with ``shapes``, each starting at a multiple of
+    ``align`` elements (128 bytes: the pointers keep the alignment Triton specialises on)."""
+    sizes = [math.prod(sh) for sh in shapes]
+    starts, n = [], 0
+    for sz in sizes:
+        starts.append(n)
+        n += -(-sz // align) * align
+    flat = _empty((max(n, 1),), torch.float32, dev)
+    return flat, tuple(flat[a:a + sz].view(sh) for a, sz, sh in zip(starts, sizes, shapes))
+
+
 def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, cfg: ChunkConfig, need_dg):
     """The chunked backward's Triton passes.  ``M0, dMT [B, H, D, m]``, ``P0, dPT [B, H, G, D, D]``
     fp32 (``dPT`` symmetric), ``W [B, H, G, NT, C, C]`` from the forward.
@@ -336,17 +349,16 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     # accumulators that only a chunk's own programs touch (every one but dβ) hold one segment's chunks
     # (NA = NB chunks, TA = NB·C token rows from the segment's first chunk, A0), the epilogue runs per
     # segment, and they are cleared for the next; else all chunks (TA = T, A0 = 0: the rows as before)
-    z = lambda *shape: _empty(shape, f32, dev).zero_()  # noqa: E731
     local = S > 1
     NA, TA = (NB, NB * C) if local else (NT, T)
     dv = _empty((B, T, H, m), f32, dev)
     dM0 = _empty((B, H, D, m), f32, dev)
-    dAq, dN = z(B, H, G, NA, C, C), z(B, H, G, NA, C, C)
-    dUt = z(B, H, G, NA, C, D)
-    dbeta = z(B, T, H, G)
-    dgC, dcC = z(B, H, NA, D), z(B, H, NA, D)
-    dQg, dKg, dKd, dc, dgam = (z(B, TA, H, D) for _ in range(5))
-    acc = (dAq, dN, dUt, dgC, dcC, dQg, dKg, dKd, dc, dgam)
+    dbeta = _empty((B, T, H, G), f32, dev).zero_()
+    # the ten cleared accumulators are views of one buffer, so a segment clears them in one launch
+    acc_flat, acc = _views(((B, H, G, NA, C, C), (B, H, G, NA, C, C), (B, H, G, NA, C, D), (B, H, NA, D),
+                            (B, H, NA, D)) + ((B, TA, H, D),) * 5, dev)
+    acc_flat.zero_()
+    dAq, dN, dUt, dgC, dcC, dQg, dKg, dKd, dc, dgam = acc
     dr2 = _empty((B, T, H, G), f32, dev)
     need = need_dg and has_a
     dq, dk = _empty((B, T, H, D), f32, dev), _empty((B, T, H, D), f32, dev)
@@ -373,8 +385,7 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
         if s < S - 1:                           # the last segment's states are still in Ps, Ms
             KB.chunk_bwd_pstate_kernel[(B * H * G,)](k, ap, l2, u, beta, Pb[s], Ps, dummy, T, NT, n0, n1, **kw)
             KB.chunk_bwd_mstate_kernel[(B * H * G * NVG,)](ap, u, beta, e, Mb[s], Ms, dummy, T, NT, n0, n1, **vkw)
-            for t in acc:                       # the later segment's epilogue has read them
-                t.zero_()
+            acc_flat.zero_()                    # the later segment's epilogue has read them
         if s == 0:
             gout, hout = dM0, dP0
         else:

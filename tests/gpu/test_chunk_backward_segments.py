@@ -78,7 +78,20 @@ def _state_shapes(monkeypatch, x, w, C, L):
             shapes.append(tuple(shape))
         return orig(shape, dtype, device)
 
+    orig_views = ch._views
+
+    def rec_views(view_shapes, device, align=32):
+        # the accumulators are views of one buffer: their shapes are what the model counts
+        was, on[0] = on[0], False
+        if was:
+            shapes.extend(tuple(sh) for sh in view_shapes)
+        try:
+            return orig_views(view_shapes, device, align)
+        finally:
+            on[0] = was
+
     monkeypatch.setattr(ch, "_empty", rec)
+    monkeypatch.setattr(ch, "_views", rec_views)
     leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2", "alpha")}
     st0 = tuple(t.clone().requires_grad_(True) for t in x["initial_state"])
     o, (M, P) = chunk_bl(**leaves, initial_state=st0, output_final_state=True, chunk_size=C, backward="chunked",
@@ -151,6 +164,29 @@ def test_backward_buffer_bytes_are_the_shapes_allocated(interpret, monkeypatch, 
         assert d["segment_states"] == (n((B, H, G, D, D)) - 1) * by((B, H, G, D, D)) + \
             (n((B, H, D, m)) - 1) * by((B, H, D, m)), (L, d)
         assert (d["segment_states"] == 0) is (S == 1)
+
+
+def test_accumulator_views_are_disjoint_aligned_and_cleared_together():
+    """``chunk._views``: the shapes asked for, contiguous, each starting at a multiple of 32 elements
+    (128 bytes), none overlapping another, all inside the one buffer, so one ``zero_()`` clears them."""
+    from assocmem.gpu.chunk import _views
+
+    shapes = ((2, 3, 5), (7,), (1, 1, 33), (4, 4))
+    flat, views = _views(shapes, "cpu")
+    assert [tuple(v.shape) for v in views] == list(shapes)
+    base = flat.data_ptr()
+    spans = []
+    for v in views:
+        assert v.is_contiguous() and v.data_ptr() >= base
+        a = (v.data_ptr() - base) // 4
+        assert a % 32 == 0
+        spans.append((a, a + v.numel()))
+    assert all(e0 <= a1 for (_, e0), (a1, _) in zip(spans, spans[1:])) and spans[-1][1] <= flat.numel()
+    for i, v in enumerate(views):
+        v.fill_(i + 1.0)
+    assert [float(v.mean()) for v in views] == [1.0, 2.0, 3.0, 4.0]      # no view wrote into another
+    flat.zero_()
+    assert all(float(v.abs().max()) == 0.0 for v in views)
 
 
 def test_bwd_segments_ranges():
