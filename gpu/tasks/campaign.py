@@ -419,6 +419,22 @@ def device17b():
     return first + [j for j in device17() if job_name(j) not in names]
 
 
+def device18():
+    """The next session's plan (issue 16, MQAR), after the third session of 2 December (BL's three
+    seeds finished on both readings): BL Block with ``bl_heads=1`` (the head split, the next candidate
+    cause of the Block reading) beside GDN-conv on Update (about 800 s beside another run: it spans two
+    calls, its checkpoint carried within the session), Mamba2 on Update (probe its steps/s first), GDN's
+    seeds 1 and 2 on Update and Block (its readings hold on seed 0 only), GDN-conv on Block, BL's other
+    rates and Base."""
+    jobs = grid("mqar", ["bl"], [0], {"variant": "block", "lr": 3e-3, "bl_heads": 1})
+    jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "update"})
+    jobs += grid("mqar", ["mamba2"], [0], {"variant": "update"})
+    for variant in ("update", "block"):
+        jobs += grid("mqar", ["gdn"], [1, 2], {"variant": variant})
+    jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "block"})
+    return jobs + _mqar_other_rates_and_base()
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -438,7 +454,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18}
 
 
 def cost(job) -> float:
