@@ -413,11 +413,10 @@ def _judge(ev: Evidence, trend_fn, results, per_seed_readings: bool = False) -> 
               result_files_skipped=SKIPPED.get(results[0]["task"], {}) if results else {})
     task = results[0]["task"] if results else ""
     label = "queries read only, " if task in ("collision_recall", "random_keys") else ""
-    if per_seed_readings and per_seed:
-        ns = sorted({n for _, n in per_seed.values() if n})
-        label += "seed 0 decides, " + (f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}-{ns[-1]}") + " seed(s) per trend" \
-            if ns else ""
-        seeds_text = label
+    ns = sorted({n for _, n in per_seed.values() if n}) if per_seed_readings else []
+    if ns:
+        seeds_text = label + "seed 0 decides, " + (f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}-{ns[-1]}") + \
+            " seed(s) per trend"
     else:
         seeds_text = f"{label}{seeds} seed(s)"
     ev.summary = (f"{len(ok)}/{len(done)} published trends reproduced (default protocol: {seeds_text})"
