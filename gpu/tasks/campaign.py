@@ -423,12 +423,16 @@ def device18():
     """The next session's plan (issue 16, MQAR), after the third session of 2 December (BL's three
     seeds finished on both readings): BL Block with ``bl_heads=1`` (the head split, the next candidate
     cause of the Block reading) beside GDN-conv on Update (about 800 s beside another run: it spans two
-    calls, its checkpoint carried within the session), Mamba2 on Update (probe its steps/s first), GDN's
+    calls, its checkpoint carried within the session), Mamba2 on Update (probe its steps/s first), BL on
+    Block with its noise gates starting at 0.5 and 0.005 (``bl_noise_init``; 0.05 by default), GDN's
     seeds 1 and 2 on Update and Block (its readings hold on seed 0 only), GDN-conv on Block, BL's other
     rates and Base."""
     jobs = grid("mqar", ["bl"], [0], {"variant": "block", "lr": 3e-3, "bl_heads": 1})
     jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "update"})
     jobs += grid("mqar", ["mamba2"], [0], {"variant": "update"})
+    # where BL's noise gates start (0.05 by default), the next candidate cause of the Block reading
+    for x in (0.5, 0.005):
+        jobs += grid("mqar", ["bl"], [0], {"variant": "block", "lr": 3e-3, "bl_noise_init": x})
     for variant in ("update", "block"):
         jobs += grid("mqar", ["gdn"], [1, 2], {"variant": variant})
     jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "block"})

@@ -213,9 +213,14 @@ class BLMixer(nn.Module):
 
     def __init__(self, d_model: int, *, n_heads: int = 4, key_dim: Optional[int] = None,
                  value_dim: Optional[int] = None, groups: int = 1, p0: float = 1.0,
-                 budget: Optional[int] = STATE_BUDGET, op: str = "fused", decay: bool = False):
+                 budget: Optional[int] = STATE_BUDGET, op: str = "fused", decay: bool = False,
+                 noise_init: float = 0.05):
         super().__init__()
         self.op = V.choice("op", op, BL_OPS)
+        if isinstance(noise_init, bool) or not isinstance(noise_init, (int, float)) \
+                or not (0 < noise_init <= 100 and math.isfinite(noise_init)):
+            raise ValueError(f"noise_init must be a number in (0, 100] (got {noise_init!r})")
+        self.noise_init = float(noise_init)
         if not isinstance(decay, bool):
             raise ValueError(f"decay must be a bool (got {decay!r})")
         self.decay = decay
@@ -237,7 +242,9 @@ class BLMixer(nn.Module):
         self.o_proj = nn.Linear(H * m, d_model, bias=False)
         self.gate = nn.Linear(d_model, H * (1 + G))            # ℓ² per head, r² per head and group
         nn.init.normal_(self.gate.weight, std=0.02)
-        nn.init.constant_(self.gate.bias, _INV_SOFTPLUS_005)
+        # ℓ² and r² start at noise_init (r² plus its floor 1e-4): softplus(bias) = noise_init
+        nn.init.constant_(self.gate.bias, _INV_SOFTPLUS_005 if self.noise_init == 0.05
+                          else math.log(math.expm1(self.noise_init)))
         if decay:                                              # A_t = α_t I per head, α_t = sigmoid(·)
             self.decay_gate = nn.Linear(d_model, H)
             nn.init.normal_(self.decay_gate.weight, std=0.02)
@@ -250,7 +257,7 @@ class BLMixer(nn.Module):
 
     def config(self) -> dict:
         return {"mixer": "bl", "n_heads": self.H, "key_dim": self.D, "value_dim": self.m, "groups": self.G,
-                "state_size": self.state_size, "p0": self.p0, "write_mask": "used",
+                "state_size": self.state_size, "p0": self.p0, "noise_init": self.noise_init, "write_mask": "used",
                 "dynamics": "alpha_t I per head, alpha_t = sigmoid(.)" if self.decay else "identity",
                 "op": {"fused": "fused_recurrent_bl", "chunk": "chunk_bl"}[self.op]}
 

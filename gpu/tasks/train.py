@@ -117,6 +117,13 @@ def _pos_float(name, v):
     return x
 
 
+def _noise_init(name, v):
+    x = _pos_float(name, v)
+    if x > 100:
+        raise ValueError(f"protocol {name} must lie in (0, 100] (got {v!r})")
+    return x
+
+
 def _int_in(lo, hi):
     def conv(name, v):
         try:
@@ -223,6 +230,10 @@ PROTOCOL = {
                      "BL mixer heads; each head's key and value sizes the largest D = m inside the 8,192 state "
                      "(Dm + D^2 per head: 1 head 64, 2 heads 45, 4 heads 32, 8 heads 22); the paper's split is "
                      "not given (the notes: its Table 5 is misaligned)"),
+        "bl_noise_init": (0.05, _noise_init,
+                          "the value at which BL's per-token noise gates start, l^2 = r^2 (the gate's bias is "
+                          "softplus^-1 of it, its weights small): 0.05 as in BL App. E.4's collision setting; the "
+                          "paper's MQAR initialisation is not given"),
         "bl_op": ("fused", _choice("fused", "chunk"),
                   "BL's op on a GPU: fused_recurrent_bl (token by token) or chunk_bl (chunks of 16); both "
                   "compute the same filter exactly (checked against numerics), so this is an implementation "
@@ -285,7 +296,7 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
         bad = "supervision" if out["supervision"] != "every" else "pos"
         raise ValueError(f"protocol {bad}: applies to the plain swap models (transformer-*, deltaformer-*), "
                          f"not {model!r}")
-    for opt, off in (("bl_op", "fused"), ("bl_decay", False), ("bl_heads", 4)):
+    for opt, off in (("bl_op", "fused"), ("bl_decay", False), ("bl_heads", 4), ("bl_noise_init", 0.05)):
         if task == "mqar" and out[opt] != off and model is not None and model != "bl":
             raise ValueError(f"protocol {opt}: applies to bl, not {model!r}")
     if task == "mqar" and out["gdn_backend"] != "auto" and model is not None and model not in ("gdn", "gdn-conv"):
@@ -387,7 +398,8 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
         cfg = Mq.train_configs(pr["variant"])[0][0]
         kw = {"backend": pr["gdn_backend"]} if model in ("gdn", "gdn-conv") else {}
         if model == "bl":
-            kw = {"op": pr.get("bl_op", "fused"), "decay": pr.get("bl_decay", False), "n_heads": pr.get("bl_heads", 4)}
+            kw = {"op": pr.get("bl_op", "fused"), "decay": pr.get("bl_decay", False), "n_heads": pr.get("bl_heads", 4),
+                  "noise_init": pr.get("bl_noise_init", 0.05)}
         return MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=pr["d_model"], n_layers=2, mixer=model,
                          backbone=pr["backbone"], **kw)
     if task == "dag_reachability":

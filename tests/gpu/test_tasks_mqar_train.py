@@ -280,3 +280,41 @@ def test_bad_bl_heads(bad):
         Tr.resolve_protocol("mqar", {"bl_heads": bad}, "bl")
     with pytest.raises(ValueError, match="protocol bl_heads: applies to bl"):
         Tr.resolve_protocol("mqar", {"bl_heads": 1}, "gdn")
+
+
+@pytest.mark.parametrize("x", [0.05, 0.5, 0.005, 2])
+def test_bl_noise_init_sets_where_the_noise_gates_start(x):
+    """bl_noise_init=x: with the gate's weights zeroed, every token's ℓ² starts at x and r² at x + 1e-4
+    (its floor), read through the mixer's own gate; named in the tag unless it is the default 0.05, and
+    recorded in the model's config."""
+    import torch.nn.functional as F
+
+    pr = Tr.resolve_protocol("mqar", {"bl_noise_init": str(x), "variant": "block"}, "bl")
+    assert pr["bl_noise_init"] == x
+    assert ("bl_noise_init" in Tr.protocol_tag("mqar", pr)) is (x != 0.05)
+    net = Tr.build_model("mqar", "bl", pr)
+    assert net.config()["noise_init"] == x
+    mixer = net.mixers[0]
+    with torch.no_grad():
+        mixer.gate.weight.zero_()
+        g = mixer.gate(torch.randn(3, 5, net.d_model, generator=torch.Generator().manual_seed(1)))
+    H = mixer.H
+    torch.testing.assert_close(F.softplus(g[..., :H]), torch.full_like(g[..., :H], x), rtol=1e-5, atol=0)
+    torch.testing.assert_close(F.softplus(g[..., H:]) + 1e-4, torch.full_like(g[..., H:], x + 1e-4), rtol=1e-5,
+                               atol=0)
+
+
+@pytest.mark.parametrize("bad", ["0", "-0.1", "nan", "inf", "x", "101"])
+def test_bad_bl_noise_init(bad):
+    with pytest.raises(ValueError, match="protocol bl_noise_init must"):
+        Tr.resolve_protocol("mqar", {"bl_noise_init": bad}, "bl")
+    with pytest.raises(ValueError, match="protocol bl_noise_init: applies to bl"):
+        Tr.resolve_protocol("mqar", {"bl_noise_init": 0.5}, "mamba2")
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), 1e3, True, "0.5"])
+def test_bl_mixer_refuses_bad_noise_init(bad):
+    from assocmem.gpu.tasks.mqar_models import BLMixer
+
+    with pytest.raises(ValueError, match="noise_init must be a number in"):
+        BLMixer(32, noise_init=bad)
