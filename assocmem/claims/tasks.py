@@ -366,7 +366,7 @@ def _judge(ev: Evidence, trend_fn, results, per_seed_readings: bool = False) -> 
     default = by_tag.get("", [])
     trends = trend_fn(default)
     seeds = _min_seeds(default)
-    per_seed = _seeds_by_trend(trend_fn, default)
+    per_seed = _seeds_by_trend(trend_fn, default) if per_seed_readings else {}
     done, missing = [], []
     for key, text, outcome in trends:
         if outcome is None:
@@ -408,7 +408,8 @@ def _judge(ev: Evidence, trend_fn, results, per_seed_readings: bool = False) -> 
     ev.record(protocol_default=_protocol_spec_defaults(results), trends_reproduced=ok,
               trends_not_reproduced=[t for t, _ in not_ok], trends_without_results=missing,
               trends_by_protocol=per_protocol, seeds_default=seeds,
-              seeds_by_trend={k: {"holds": h, "run": n} for k, (h, n) in sorted(per_seed.items())},
+              **({"seeds_by_trend": {k: {"holds": h, "run": n} for k, (h, n) in sorted(per_seed.items())}}
+                 if per_seed_readings else {}),
               result_files=sorted(r["_file"] for r in results),
               result_files_skipped=SKIPPED.get(results[0]["task"], {}) if results else {})
     task = results[0]["task"] if results else ""

@@ -89,7 +89,6 @@ GDN_KEY_DIM = 32         # GDN's key width per head: BL's D at H = 4
 MAMBA2_EXPAND = 2        # fla's / Mamba2's default inner width expand · d_model
 MAMBA2_CHUNK = 64        # chunk of Mamba2's scan: speed and memory only (fla's naive SSD holds B·T·chunk·H·P)
 CONV_SIZE = 4            # short-convolution width (fla's default for GDN and Mamba2)
-_INV_SOFTPLUS_005 = math.log(math.expm1(0.05))
 
 
 def bl_state_size(n_heads: int, key_dim: int, value_dim: int, groups: int = 1) -> int:
@@ -243,8 +242,7 @@ class BLMixer(nn.Module):
         self.gate = nn.Linear(d_model, H * (1 + G))            # ℓ² per head, r² per head and group
         nn.init.normal_(self.gate.weight, std=0.02)
         # ℓ² and r² start at noise_init (r² plus its floor 1e-4): softplus(bias) = noise_init
-        nn.init.constant_(self.gate.bias, _INV_SOFTPLUS_005 if self.noise_init == 0.05
-                          else math.log(math.expm1(self.noise_init)))
+        nn.init.constant_(self.gate.bias, math.log(math.expm1(self.noise_init)))
         if decay:                                              # A_t = α_t I per head, α_t = sigmoid(·)
             self.decay_gate = nn.Linear(d_model, H)
             nn.init.normal_(self.decay_gate.weight, std=0.02)
