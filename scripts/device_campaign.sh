@@ -74,6 +74,15 @@ cp -r results/. "$OUT/results/"
 if [ -f .resume/results.tgz ]; then
   tar xzf .resume/results.tgz -C "$OUT" && echo "resumed from .resume/results.tgz"
 fi
+# the checkpoints of the last call on this machine, when it was held warm since (kept in /tmp by
+# pack below): a call then need not carry them back (two or three 30 MB checkpoints are over what a
+# call carries); carried pieces, unpacked next, take precedence
+stash="${ASSOCMEM_CKPT_STASH:-/tmp/assocmem-ckpt-stash}"
+if [ -d "$stash/results" ]; then
+  (cd "$stash" && find results -name '*.ckpt.pt') | while read -r ck; do
+    [ -f "$OUT/${ck%.ckpt.pt}.json" ] || { mkdir -p "$(dirname "$OUT/$ck")"; cp "$stash/$ck" "$OUT/$ck"; echo "checkpoint from this machine's stash: $ck"; }
+  done
+fi
 if ls .resume/ckpts.tgz.part-* >/dev/null 2>&1; then
   cat .resume/ckpts.tgz.part-* | tar xzf - -C "$OUT" && echo "checkpoints from .resume/ckpts.tgz.part-*"
 fi
@@ -143,6 +152,9 @@ pack() {
   find results -name '*.ckpt.pt' | while read -r ck; do
     [ -f "${ck%.ckpt.pt}.json" ] || echo "$ck" >> /tmp/ckpts.txt
   done
+  # kept on this machine too, for the next call if it finds the machine still warm (see above)
+  rm -rf "$stash" && mkdir -p "$stash"
+  while read -r ck; do mkdir -p "$stash/$(dirname "$ck")" && cp "$ck" "$stash/$ck"; done < /tmp/ckpts.txt
   # merged, not moved: results/bench may already exist (resumed from the previous call's results)
   [ -d bench ] && mkdir -p results/bench && cp -r bench/. results/bench/ && rm -rf bench
   tar czf results.tgz --exclude='*.ckpt.pt' results

@@ -20,6 +20,7 @@ if [[ "$*" == *"assocmem.gpu.tasks.campaign"* ]]; then
   out=""; prev=""
   for a in "$@"; do [ "$prev" = "--out" ] && out="$a"; prev="$a"; done
   mkdir -p "$out/mqar"
+  echo "checkpoints at the start: $(cd "$out/mqar" && ls *.ckpt.pt 2>/dev/null | tr '\n' ' ')" >> "$STUB_LOG"
   echo '{}' > "$out/mqar/bl_s0.json"; echo ck > "$out/mqar/bl_s0.ckpt.pt"; echo ck > "$out/mqar/gdn_s0.ckpt.pt"
   # large unfinished checkpoints (sparse: their size counts, their zeros compress to nothing)
   for n in $STUB_BIG_CKPTS; do truncate -s 50M "$out/mqar/big${n}_s0.ckpt.pt"; done
@@ -62,7 +63,7 @@ def _env(tmp_path, **extra):
     out = tmp_path / "out"
     out.mkdir()
     env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "OUT": str(out), "STUB_LOG": str(tmp_path / "log"),
-           **extra}
+           "ASSOCMEM_CKPT_STASH": str(tmp_path / "stash"), **extra}
     return env, out
 
 
@@ -201,3 +202,23 @@ def test_the_triton_cache_is_carried_in_and_comes_back(tmp_path, big):
     else:
         assert names == ["k0/old.autotune.json", "k1/kernel.cubin", "k1/new.autotune.json"]
         assert "over 15 MiB" not in r.stdout
+
+
+def test_a_warm_machine_keeps_the_unfinished_checkpoints_for_the_next_call(tmp_path):
+    """The next call on a machine held warm finds the last call's unfinished checkpoints in the stash,
+    though it carried none back (two or three 30 MB checkpoints are over what a call carries); a
+    finished run's checkpoint is not kept."""
+    env, out = _env(tmp_path)
+    root = _checkout(tmp_path)
+    r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--call-limit-s", "300"], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(p.name for p in (tmp_path / "stash").rglob("*.ckpt.pt")) == ["gdn_s0.ckpt.pt"]
+    shutil.rmtree(out)
+    out.mkdir()                                     # the device empties $OUT before each call
+    r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--call-limit-s", "300"], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "checkpoint from this machine's stash: results/mqar/gdn_s0.ckpt.pt" in r.stdout
+    starts = [x for x in (tmp_path / "log").read_text().splitlines() if x.startswith("checkpoints at the start")]
+    assert starts == ["checkpoints at the start: ", "checkpoints at the start: gdn_s0.ckpt.pt "], starts
