@@ -212,7 +212,9 @@ DOCUMENTED = {
     "dag.deltaformer_above_transformers": False,
     # BL Fig. 4 (docs/tasks_mqar_dag.md), seed 0 under the default protocol (zoology backbone)
     "mqar.update16_bl_88": True,        # 0.96 at 16 updates (lr 3e-3, 2 December)
-    "mqar.update16_gdn_conv_mamba2_60": None,
+    # GDN-conv 1.00 at 16 updates, Mamba2 0.00 (it did not learn: training accuracy 0.02 after 25,000
+    # steps at lr 1e-3), neither near 0.60 (2 December, fourth session)
+    "mqar.update16_gdn_conv_mamba2_60": False,
     "mqar.update16_gdn_98": True,       # 0.99 at 16 updates (2 December)
     # GDN 0.997 at 16 pairs, BL 0.91 (seed 1: 0.996): BL is not 25 points below GDN
     "mqar.block16_gdn_100_bl_75": False,
@@ -313,6 +315,11 @@ CAUSES = {
                                 "memorises its pool (training accuracy 1.00, 0.03 at 16 pairs), far below 0.75"),
         ("backbone-mixers", False, "the two mixers alone (no convolution, no MLP), where the notes' 'without a "
                                    "local convolution' points: BL memorises again (0.07 at 16 pairs)"),
+        ("bl_heads-1", False, "BL's 8,192 state as one head of 64 (one 64x64 covariance) instead of four of 32: "
+                              "0.988 at 16 pairs, further from 0.75"),
+        ("bl_noise_init-0.5", False, "BL's noise gates starting at l2 = r2 = 0.5 (0.05 by default): 0.889"),
+        ("bl_noise_init-0.005", False, "the gates starting at 0.005: 0.863, 0.11 above 0.75 and inside the default's "
+                                       "seed spread (0.875-0.996)"),
     ],
     "swap.direct_nope_near_chance": [
         ("curriculum_keys-raw", True, "raw keys with β in (0, 1) (the paper-like parameterisation; run for the round2 "
@@ -929,6 +936,14 @@ def mqar(ev: Evidence) -> None:
             f"{m['one_of_the_values']:.2f})" for k, m in memo.items() if m["gap"] >= 0.3]
     if gaps:
         ev.summary += "; memorised its training pool: " + "; ".join(gaps)
+    # a run that ends below naming one of the sequence's values at random learned neither the pool nor
+    # the binding: its reading says nothing of the model until the run is repaired (e.g. another rate)
+    stuck = [f"{k} (lr {m['lr'] if m['lr'] is None else format(m['lr'], 'g')}): training accuracy {m['final_train_acc']:.2f}, test "
+             f"{m['test_acc_on_training_configs']:.2f}, 1/P {m['one_of_the_values']:.2f}"
+             for k, m in memo.items() if m["final_train_acc"] < m["one_of_the_values"]]
+    if stuck:
+        ev.record(did_not_learn=sorted(k for k, m in memo.items() if m["final_train_acc"] < m["one_of_the_values"]))
+        ev.summary += "; did not learn (below 1/P on its own pool): " + "; ".join(stuck)
     probes = _mqar_probes()
     if probes:
         ev.record(fresh_data_probes=probes)

@@ -439,6 +439,21 @@ def device18():
     return jobs + _mqar_other_rates_and_base()
 
 
+def device19():
+    """The next session's plan (issue 16, MQAR), after the fourth session of 2 December (three at a time,
+    ``--workers-per-device 3``: 30-41 ms a step each, about 95 steps/s together): Mamba2 on Update at the
+    grid's other two rates (at 1e-3 it did not learn: training accuracy 0.02 after 25,000 steps, so its
+    half of the "≈ 60 %" reading says nothing of Mamba2 yet), 3e-3 first (Zoology's grid reaches 3.2e-2);
+    GDN's seeds 1 and 2 on Update (they stopped at 11,500 and 10,000 steps with the session; their
+    checkpoints are lost with it) and Block; GDN-conv on Block; then BL's other rates and Base."""
+    jobs = grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 3e-3})
+    jobs += grid("mqar", ["gdn"], [1, 2], {"variant": "update"})
+    jobs += grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 3e-4})
+    jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "block"})
+    jobs += grid("mqar", ["gdn"], [1, 2], {"variant": "block"})
+    return jobs + _mqar_other_rates_and_base()
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -458,7 +473,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19}
 
 
 def cost(job) -> float:

@@ -674,7 +674,11 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
     # cause of BL's Block disagreement; the mixers alone (no convolution, no MLP)
     ablations = [(mqar_data(results_dir, {"backbone": "mlp"}), "backbone=mlp (ours before; ablation)", ":", "x"),
                  (mqar_data(results_dir, {"backbone": "mixers"}), "backbone=mixers (no conv, no MLP; ablation)",
-                  "-.", "+")]
+                  "-.", "+"),
+                 # BL's own choices tried as causes of the Block reading (2 December, fourth session)
+                 (mqar_data(results_dir, {"bl_heads": 1}), "bl_heads=1 (ablation)", "--", "s"),
+                 (mqar_data(results_dir, {"bl_noise_init": 0.5}), "bl_noise_init=0.5 (ablation)", "--", "^"),
+                 (mqar_data(results_dir, {"bl_noise_init": 0.005}), "bl_noise_init=0.005 (ablation)", "--", "v")]
     # the readings are judged on seed 0; the other seeds that have finished, thin, beside it
     others = [(s, mqar_data(results_dir, seed=s)) for s in (1, 2)]
     # one legend entry per model for its thin lines (they share one style): the seeds it has, any panel
@@ -705,8 +709,11 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                 ax.set_xscale("log", base=2)
             else:
                 from .names import MQAR_FIG4_READINGS         # published inputs, drawn hollow, never as ours
+                same = {}                                     # equal readings (GDN-conv, Mamba2: 0.60) side by side
                 for m, a in MQAR_FIG4_READINGS[v].items():
-                    ax.plot([16], [a], marker="o", ms=5, mfc="none", mew=0.9, ls="none", color=colors[m],
+                    dx = 0.35 * same.setdefault(a, 0)
+                    same[a] += 1
+                    ax.plot([16 + dx], [a], marker="o", ms=5, mfc="none", mew=0.9, ls="none", color=colors[m],
                             label=f"{MQAR_LABELS[m]}, paper (notes' reading)")
                 xs = list(range(2 if v == "block" else 0, 17, 2))
                 # naming one of the sequence's values at random: 1/P (Update: the 16 current values)

@@ -378,6 +378,28 @@ def test_mqar_summary_shows_what_is_measured_and_which_learning_rates_ran(tmp_pa
     assert "learning rates run" not in r.detail, r.detail
 
 
+def test_mqar_names_a_run_that_did_not_learn(tmp_path, monkeypatch):
+    """An Update run that ends below 1/P on its own pool (training and test accuracy near 0) is named as
+    not having learned, with its rate and numbers; a run at 1/P or above is not."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    rows = [{"config": f"U{u}", "n_pairs": 16, "n_updates": u, "block_size": 1, "acc": 0.0001} for u in (0, 8, 16)]
+    curve = [{"step": 25 * i, "loss": 7.8, "acc": 0.02} for i in range(1, 11)]
+    _write(tmp_path, "mqar", "mamba2", 0, {"test": rows}, protocol={"variant": "update", "lr": 1e-3}, curve=curve,
+           tag="variant-update")
+    r = _claim("task.mqar").run()
+    assert r.computed["did_not_learn"] == ["mamba2 update"]
+    assert ("did not learn (below 1/P on its own pool): mamba2 update (lr 0.001): training accuracy 0.02, "
+            "test 0.00, 1/P 0.06") in r.detail, r.detail
+    at_chance = [{"step": 25 * i, "loss": 2.0, "acc": 1 / 16} for i in range(1, 11)]
+    _write(tmp_path, "mqar", "mamba2", 0, {"test": rows}, protocol={"variant": "update", "lr": 1e-3},
+           curve=at_chance,
+           tag="variant-update")
+    r = _claim("task.mqar").run()
+    assert "did not learn" not in r.detail and "did_not_learn" not in r.computed, r.detail
+
+
 def test_a_finished_arm_that_breaks_a_reading_decides_it_before_the_others_finish(tmp_path, monkeypatch):
     """A reading over every arm is false as soon as one finished arm breaks it (the 4-layer Transformer
     above 0.9, the 8-layer one still running), and stays pending while every finished arm agrees."""

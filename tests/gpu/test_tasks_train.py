@@ -301,6 +301,9 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_updates": u, "acc": 0.4} for u in (0, 8, 16)]},
           protocol={"variant": "update", "lr": 3e-3, "backbone": "mixers"},
           tag="variant-update__lr-0.003__backbone-mixers")
+    # BL's own choices (its head split), tried as causes of the Block reading: dashed, never the default's line
+    _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_updates": u, "acc": 0.3} for u in (0, 8, 16)]},
+          protocol={"variant": "update", "lr": 3e-3, "bl_heads": 1}, tag="variant-update__lr-0.003__bl_heads-1")
     # a second seed: never seed 0's line (the readings are judged on seed 0), drawn thin beside it
     _fake(tmp_path, "mqar", "bl", 1, {"test": [{"n_updates": u, "acc": 0.8} for u in (0, 8, 16)]},
           protocol={"variant": "update", "lr": 3e-3}, tag="variant-update__lr-0.003")
@@ -339,6 +342,8 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     assert list(abl.get_ydata()) == [0.99] * 3 and abl.get_linestyle() == ":"
     mix = [ln for ln in ax_update.lines if ln.get_label() == "BL, backbone=mixers (no conv, no MLP; ablation)"][0]
     assert list(mix.get_ydata()) == [0.4] * 3 and mix.get_linestyle() == "-."
+    heads = [ln for ln in ax_update.lines if ln.get_label() == "BL, bl_heads=1 (ablation)"][0]
+    assert list(heads.get_ydata()) == [0.3] * 3 and heads.get_linestyle() == "--"
     s12 = [ln for ln in ax_update.lines if ln.get_label() == "BL, seeds 1, 2"]
     main = [ln for ln in ax_update.lines if ln.get_label() == "BL"][0]
     assert sorted(list(ln.get_ydata()) for ln in s12) == [[0.75] * 3, [0.8] * 3]
