@@ -444,11 +444,16 @@ def device19():
     ``--workers-per-device 3``: 30-41 ms a step each, about 95 steps/s together): Mamba2 on Update at the
     grid's other two rates (at 1e-3 it did not learn: training accuracy 0.02 after 25,000 steps, so its
     half of the "≈ 60 %" reading says nothing of Mamba2 yet), 3e-3 first (Zoology's grid reaches 3.2e-2);
-    GDN's seeds 1 and 2 on Update (they stopped at 11,500 and 10,000 steps with the session; their
-    checkpoints are lost with it) and Block; GDN-conv on Block; then BL's other rates and Base."""
+    GDN-conv on Update with the updates interleaved among the initial pairs, then with distinct updated
+    keys (the generator's two Update choices, protocol options since this session: GDN-conv's 1.00 against
+    the notes' 0.60 is the reading's other half); GDN's seeds 1 and 2 on Update (they stopped at 11,500
+    and 10,000 steps with the session; their checkpoints are lost with it) and Block; GDN-conv on Block;
+    then BL's other rates and Base."""
     jobs = grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 3e-3})
+    jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "update", "update_order": "interleaved"})
     jobs += grid("mqar", ["gdn"], [1, 2], {"variant": "update"})
     jobs += grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 3e-4})
+    jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "update", "update_keys": "distinct"})
     jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "block"})
     jobs += grid("mqar", ["gdn"], [1, 2], {"variant": "block"})
     return jobs + _mqar_other_rates_and_base()

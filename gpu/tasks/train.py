@@ -234,6 +234,22 @@ PROTOCOL = {
                           "the value at which BL's per-token noise gates start, l^2 = r^2 (the gate's bias is "
                           "softplus^-1 of it, its weights small): 0.05 as in BL App. E.4's collision setting; the "
                           "paper's MQAR initialisation is not given"),
+        # the generator's open choices (MQARConfig's fields, docs/tasks_mqar_dag.md), for the training pool,
+        # the test and the validation sets alike
+        "query_order": ("zoology", _choice("zoology", "shuffled"),
+                        "which key each drawn query slot asks: Zoology's (the i-th slot the i-th written key, so "
+                        "early keys tend to be asked early) or a random key per slot"),
+        "filler": ("pad", _choice("pad", "random"),
+                   "the tokens between queries: one PAD token, or ids uniform over the vocabulary (Zoology's "
+                   "random_non_queries; never labelled)"),
+        "distinct_values": (True, _bool, "all keys and values of a sequence distinct ids (Zoology draws values "
+                                         "without replacement), or each value uniform over the non-key ids"),
+        "update_keys": ("replace", _choice("replace", "distinct"),
+                        "Update only: each update re-assigns a key drawn among all P (a key may be updated "
+                        "several times), or U <= P different keys"),
+        "update_order": ("after", _choice("after", "interleaved"),
+                         "Update only: the initial pairs first, then the updates (A->4, B->5, A->4*: the notes' "
+                         "example), or the P + U writes in a random order"),
         "bl_op": ("fused", _choice("fused", "chunk"),
                   "BL's op on a GPU: fused_recurrent_bl (token by token) or chunk_bl (chunks of 16); both "
                   "compute the same filter exactly (checked against numerics), so this is an implementation "
@@ -296,6 +312,9 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
         bad = "supervision" if out["supervision"] != "every" else "pos"
         raise ValueError(f"protocol {bad}: applies to the plain swap models (transformer-*, deltaformer-*), "
                          f"not {model!r}")
+    for opt in ("update_keys", "update_order"):
+        if task == "mqar" and out[opt] != spec[opt][0] and out["variant"] != "update":
+            raise ValueError(f"protocol {opt}: applies to variant=update, not {out['variant']!r}")
     for opt, off in (("bl_op", "fused"), ("bl_decay", False), ("bl_heads", 4), ("bl_noise_init", 0.05)):
         if task == "mqar" and out[opt] != off and model is not None and model != "bl":
             raise ValueError(f"protocol {opt}: applies to bl, not {model!r}")
@@ -315,14 +334,29 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
     return out
 
 
+MQAR_GENERATOR_OPTIONS = ("query_order", "filler", "distinct_values", "update_keys", "update_order")
+
+
 def mqar_pool_size(protocol: dict) -> int:
     return protocol["pool_size"] or Mq.POOL_SIZES[protocol["variant"]]
 
 
+def mqar_generator(protocol: dict) -> dict:
+    """The generator's choices of a resolved MQAR protocol, as ``MQARConfig`` fields (a result recorded
+    before they were options took the defaults, which are MQARConfig's own)."""
+    spec = PROTOCOL["mqar"]
+    return {k: protocol.get(k, spec[k][0]) for k in MQAR_GENERATOR_OPTIONS}
+
+
 @functools.lru_cache(maxsize=2)
-def _mqar_pool(variant: str, n: int):
+def _mqar_pool_cached(variant: str, n: int, generator: tuple):
+    return Mq.train_pool(variant, seed=0, n=n, **dict(generator))
+
+
+def _mqar_pool(protocol: dict):
     """The fixed training pool (seed 0, the same for every model and run seed; built once per process)."""
-    return Mq.train_pool(variant, seed=0, n=n)
+    return _mqar_pool_cached(protocol["variant"], mqar_pool_size(protocol),
+                             tuple(sorted(mqar_generator(protocol).items())))
 
 
 def optimizer_settings(task: str, protocol: dict) -> dict:
@@ -454,7 +488,7 @@ def sample_train(task: str, model: str, batch_size: int, gen: torch.Generator, l
         return Dg.dag_batch(dag_config(pr), batch_size, generator=gen)
     if task == "mqar":
         # uniform draws from the fixed pool (ours: with replacement, rather than epoch permutations)
-        pool = _mqar_pool(pr["variant"], mqar_pool_size(pr))
+        pool = _mqar_pool(pr)
         return pool.batch(torch.randint(0, len(pool), (batch_size,), generator=gen))
     if model.startswith("stress-"):
         return Dt.swap_stress_batch(batch_size, n=int(model.split("-")[2]), generator=gen)
@@ -664,7 +698,7 @@ def _eval_mqar(net, s, device, chunk, pr):
         if not n_seqs:
             continue
         rows = []
-        for name, pool in Mq.build_test_sets(pr["variant"], seed=seed, n=n_seqs).items():
+        for name, pool in Mq.build_test_sets(pr["variant"], seed=seed, n=n_seqs, **mqar_generator(pr)).items():
             hit = n = 0
             for b in pool.batches(chunk, shuffle=False):
                 logits, labels = forward(net, "mqar", _to(b, device), pr)

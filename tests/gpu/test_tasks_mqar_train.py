@@ -318,3 +318,63 @@ def test_bl_mixer_refuses_bad_noise_init(bad):
 
     with pytest.raises(ValueError, match="noise_init must be a number in"):
         BLMixer(32, noise_init=bad)
+
+
+@pytest.mark.parametrize("opts", [{"update_order": "interleaved"}, {"update_keys": "distinct"},
+                                  {"query_order": "shuffled", "filler": "random", "distinct_values": "false"}])
+def test_generator_options_reach_the_pool_and_the_test_sets(opts):
+    """The generator's open choices are protocol options: named in the run's tag, and every training,
+    test and validation sequence is drawn with them (Update: interleaved writes put an update before the
+    last initial pair in some rows, which the default never does)."""
+    pr = Tr.resolve_protocol("mqar", {"variant": "update", "pool_size": 64, **opts}, "gdn-conv")
+    tag = Tr.protocol_tag("mqar", pr)
+    assert all(k in tag for k in opts), tag
+    want = {k: pr[k] for k in opts}
+    pool = Tr._mqar_pool(pr)
+    assert len(pool) == 64 and all({k: getattr(c, k) for k in opts} == want for c in pool.configs)
+    seen = {}
+    real = Mq.build_test_sets
+
+    def spy(variant, **kw):
+        seen.update(kw)
+        return real(variant, **{**kw, "n": 2})
+    mp = pytest.MonkeyPatch()
+    mp.setattr(Mq, "build_test_sets", spy)
+    try:
+        cfg = Mq.train_configs("update")[0][0]
+        net = MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=8, n_layers=1, n_heads=1, key_dim=4, value_dim=4).eval()
+        Tr._eval_mqar(net, {"n_seqs": 2}, torch.device("cpu"), 2, pr)
+    finally:
+        mp.undo()
+    assert {k: seen[k] for k in opts} == want
+    if opts.get("update_order") == "interleaved":
+        # some row writes an update (a key's second write) before the last key's first write
+        b = pool.batch(slice(None))
+        early = 0
+        for toks, role in zip(b.tokens.tolist(), b.role.tolist()):
+            keys = [t for t, r in zip(toks, role) if r == Mq.KEY]
+            firsts = {k: keys.index(k) for k in keys}
+            second = [i for i, k in enumerate(keys) if firsts[k] != i]
+            early += bool(second) and min(second) < max(firsts.values())
+        assert early > 0
+
+
+def test_default_generator_options_leave_the_pool_and_the_tag_unchanged():
+    """A run that names the defaults gets the pool of a run that names nothing (and the same empty tag):
+    the results from before these options existed took exactly these choices."""
+    pr0 = Tr.resolve_protocol("mqar", {"variant": "block", "pool_size": 32})
+    pr1 = Tr.resolve_protocol("mqar", {"variant": "block", "pool_size": 32, "query_order": "zoology",
+                                       "filler": "pad", "distinct_values": "true"})
+    assert Tr.protocol_tag("mqar", pr0) == Tr.protocol_tag("mqar", pr1) == "variant-block__pool_size-32"
+    a, b = Tr._mqar_pool(pr0).batch(slice(None)), Tr._mqar_pool(pr1).batch(slice(None))
+    assert torch.equal(a.tokens, b.tokens)
+    direct = Mq.train_pool("block", seed=0, n=32).batch(slice(None))
+    assert torch.equal(a.tokens, direct.tokens)
+
+
+@pytest.mark.parametrize("opt,val", [("update_order", "interleaved"), ("update_keys", "distinct")])
+def test_update_options_are_refused_without_the_update_variant(opt, val):
+    with pytest.raises(ValueError, match=f"protocol {opt}: applies to variant=update, not 'block'"):
+        Tr.resolve_protocol("mqar", {"variant": "block", opt: val})
+    with pytest.raises(ValueError, match=f"protocol {opt}"):
+        Tr.resolve_protocol("mqar", {"variant": "update", opt: "sideways"})
