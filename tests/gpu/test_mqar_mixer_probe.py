@@ -75,3 +75,30 @@ def test_probe_steps_profile_reports_phases_and_ops(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         mod.main(["--profile", "-1", "mqar:bl"])
     assert e.value.code == 2 and "--profile" in capsys.readouterr().err
+
+
+def test_mamba2_chunk_changes_speed_not_the_model():
+    """--mamba2-chunk sets the SSD scan's chunk of the probe's Mamba2 (fla's torch scan on a CPU is
+    quadratic in it): the same weights give the same logits at chunk 8 and at the default 64."""
+    pytest.importorskip("fla")
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("mqar_mixer_probe", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    torch.manual_seed(0)
+    a = mod.build("mamba2", 20, 16, 16, "zoology")
+    b = mod.build("mamba2", 20, 16, 16, "zoology", mamba2_chunk=8)
+    b.load_state_dict(a.state_dict())
+    assert a.mixers[0].layer.chunk_size == 64 and b.mixers[0].layer.chunk_size == 8
+    tok = torch.randint(0, 17, (2, 24), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(b(tok), a(tok), rtol=1e-4, atol=1e-5)
+
+
+def test_probe_refuses_a_negative_mamba2_chunk(tmp_path):
+    out = tmp_path / "probe.json"
+    p = _run("mamba2", "--mamba2-chunk", "-1", "--out", str(out), cwd=tmp_path)
+    assert p.returncode == 2 and "--mamba2-chunk" in p.stderr and not out.exists()
