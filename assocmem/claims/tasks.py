@@ -938,13 +938,25 @@ def mqar(ev: Evidence) -> None:
         ev.summary += "; memorised its training pool: " + "; ".join(gaps)
     # a run that ends below naming one of the sequence's values at random learned neither the pool nor
     # the binding: its reading says nothing of the model until the run is repaired (e.g. another rate)
-    stuck = [f"{k} (lr {m['lr'] if m['lr'] is None else format(m['lr'], 'g')}): training accuracy {m['final_train_acc']:.2f}, test "
-             f"{m['test_acc_on_training_configs']:.2f}, 1/P {m['one_of_the_values']:.2f}"
-             for k, m in memo.items() if m["final_train_acc"] < m["one_of_the_values"]]
-    if stuck:
-        ev.record(did_not_learn=sorted(k for k, m in memo.items() if m["final_train_acc"] < m["one_of_the_values"]))
-        ev.summary += "; did not learn (below 1/P on its own pool): " + "; ".join(stuck)
     probes = _mqar_probes()
+    stuck_keys = sorted(k for k, m in memo.items() if m["final_train_acc"] < m["one_of_the_values"])
+    stuck = []
+    for k in stuck_keys:
+        m = memo[k]
+        lr = m["lr"] if m["lr"] is None else format(m["lr"], "g")
+        text = (f"{k} (lr {lr}): training accuracy {m['final_train_acc']:.2f}, test "
+                f"{m['test_acc_on_training_configs']:.2f}, 1/P {m['one_of_the_values']:.2f}")
+        # whether the same mixer binds at all in our harness: its fresh-data probes, where there are any
+        mixer = k.split()[0]
+        seen = [f"T,P,b = {r['config']}, vocab {r['vocab']}, backbone {r['backbone']}, {r['steps']} steps: "
+                + ", ".join(f"{c} {a:.2f}" for c, a in r["test"].items())
+                for r in probes.get("runs", []) if r["spec"] == mixer and r["config"]]
+        if seen:
+            text += f" (its fresh-data probes: {'; '.join(seen)})"
+        stuck.append(text)
+    if stuck:
+        ev.record(did_not_learn=stuck_keys)
+        ev.summary += "; did not learn (below 1/P on its own pool): " + "; ".join(stuck)
     if probes:
         ev.record(fresh_data_probes=probes)
         both = [b for b in probes["by_backbone"] if "mlp" in b and "zoology" in b]

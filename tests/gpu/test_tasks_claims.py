@@ -392,6 +392,16 @@ def test_mqar_names_a_run_that_did_not_learn(tmp_path, monkeypatch):
     assert r.computed["did_not_learn"] == ["mamba2 update"]
     assert ("did not learn (below 1/P on its own pool): mamba2 update (lr 0.001): training accuracy 0.02, "
             "test 0.00, 1/P 0.06") in r.detail, r.detail
+    assert "fresh-data probes" not in r.detail
+    # a fresh-data probe of the same mixer (does it bind at all in our harness?) is named beside it
+    (tmp_path / "mqar" / "probes").mkdir(parents=True)
+    probe = {"settings": {"variant": "block", "config": "24,4,2", "vocab": 64, "lr": 3e-3, "backbone": "zoology"},
+             "runs": [{"spec": "mamba2", "steps_done": 2500, "test": [{"n_pairs": 4, "n_updates": 0, "acc": 0.98}]},
+                      {"spec": "bl", "steps_done": 2500, "test": [{"n_pairs": 4, "n_updates": 0, "acc": 0.5}]}]}
+    (tmp_path / "mqar" / "probes" / "p.json").write_text(json.dumps(probe))
+    r = _claim("task.mqar").run()
+    assert ("1/P 0.06 (its fresh-data probes: T,P,b = 24,4,2, vocab 64, backbone zoology, 2500 steps: P4U0 0.98)"
+            in r.detail), r.detail
     at_chance = [{"step": 25 * i, "loss": 2.0, "acc": 1 / 16} for i in range(1, 11)]
     _write(tmp_path, "mqar", "mamba2", 0, {"test": rows}, protocol={"variant": "update", "lr": 1e-3},
            curve=at_chance,
