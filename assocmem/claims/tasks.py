@@ -943,7 +943,7 @@ def mqar(ev: Evidence) -> None:
     stuck = []
     for k in stuck_keys:
         m = memo[k]
-        lr = m["lr"] if m["lr"] is None else format(m["lr"], "g")
+        lr = "unrecorded" if m["lr"] is None else format(m["lr"], "g")
         text = (f"{k} (lr {lr}): training accuracy {m['final_train_acc']:.2f}, test "
                 f"{m['test_acc_on_training_configs']:.2f}, 1/P {m['one_of_the_values']:.2f}")
         # whether the same mixer binds at all in our harness: its fresh-data probes, where there are any

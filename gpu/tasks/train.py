@@ -315,8 +315,8 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
     for opt in ("update_keys", "update_order"):
         if task == "mqar" and out[opt] != spec[opt][0] and out["variant"] != "update":
             raise ValueError(f"protocol {opt}: applies to variant=update, not {out['variant']!r}")
-    for opt, off in (("bl_op", "fused"), ("bl_decay", False), ("bl_heads", 4), ("bl_noise_init", 0.05)):
-        if task == "mqar" and out[opt] != off and model is not None and model != "bl":
+    for opt in ("bl_op", "bl_decay", "bl_heads", "bl_noise_init"):
+        if task == "mqar" and out[opt] != spec[opt][0] and model is not None and model != "bl":
             raise ValueError(f"protocol {opt}: applies to bl, not {model!r}")
     if task == "mqar" and out["gdn_backend"] != "auto" and model is not None and model not in ("gdn", "gdn-conv"):
         raise ValueError(f"protocol gdn_backend: applies to gdn and gdn-conv, not {model!r}")
