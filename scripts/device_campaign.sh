@@ -12,8 +12,8 @@
 # curves of the previous call (.resume/results.tgz, carried), runs
 # `python -m assocmem.gpu.tasks.campaign --out $OUT/results ...`, and packs the
 # results (JSONs, per-run logs, campaign log) into $OUT/results.tgz and the
-# checkpoints into $OUT/ckpts.tgz.part-aa, -ab, ... (15 MB pieces: a call returns at
-# most 8 files of at most 16 MiB).  Unpack results.tgz beside the checkout and copy
+# checkpoints that fit beside it into $OUT/ckpts.tgz.part-aa, -ab, ... (15 MiB pieces: a call returns at
+# most 8 files of at most 16 MiB, 64 MiB together).  Unpack results.tgz beside the checkout and copy
 # the new JSONs into results/; put results.tgz and the ckpts pieces in .resume/ for
 # the next call (checkpoints stay out of git; see .gitignore).
 #
@@ -74,10 +74,16 @@ cp -r results/. "$OUT/results/"
 if [ -f .resume/results.tgz ]; then
   tar xzf .resume/results.tgz -C "$OUT" && echo "resumed from .resume/results.tgz"
 fi
-# the checkpoints of the last call on this machine, when it was held warm since (kept in /tmp by
-# pack below): a call then need not carry them back (two or three 30 MB checkpoints are over what a
-# call carries); carried pieces, unpacked next, take precedence
+# the results and the checkpoints of the last call on this machine, when it was held warm since (kept
+# in /tmp by pack below).  The results go over the carried ones: they are the last call's own, also
+# when its return was cut short (2 December: a finished run's JSON did not come back, and the next
+# call, resuming from the call before, ran it again from step 0).  A call then need not carry the
+# checkpoints back either (two or three 30 MB checkpoints are over what a call carries); carried
+# pieces, unpacked next, take precedence
 stash="${ASSOCMEM_CKPT_STASH:-/tmp/assocmem-ckpt-stash}"
+if [ -f "$stash/results.tgz" ]; then
+  tar xzf "$stash/results.tgz" -C "$OUT" && echo "results from this machine's stash (the last call's)"
+fi
 if [ -d "$stash/results" ]; then
   (cd "$stash" && find results -name '*.ckpt.pt') | while read -r ck; do
     [ -f "$OUT/${ck%.ckpt.pt}.json" ] || { mkdir -p "$(dirname "$OUT/$ck")"; cp "$stash/$ck" "$OUT/$ck"; echo "checkpoint from this machine's stash: $ck"; }
@@ -146,8 +152,12 @@ done
 [ "$budget_seen" = 1 ] || args+=(--budget-s "$left")
 pack() {
   cd "$OUT" || exit 3
+  # what a call returns (the device's limits): at most 8 files, 16 MiB each, 64 MiB together.
+  # results.tgz comes first, then Triton's cache, then as many unfinished runs' checkpoints as fit
+  # what is left (a run whose checkpoint stays behind restarts, unless the machine is still warm)
+  local max_files=8 max_total=$(( 64 * 1024 * 1024 - 512 * 1024 )) piece=$(( 15 * 1024 * 1024 ))
   # only the checkpoints of runs without a result come back (the finished ones' are not needed to
-  # resume, and a call returns at most 8 files); the benchmarks ride in results.tgz
+  # resume); the benchmarks ride in results.tgz
   : > /tmp/ckpts.txt
   find results -name '*.ckpt.pt' | while read -r ck; do
     [ -f "${ck%.ckpt.pt}.json" ] || echo "$ck" >> /tmp/ckpts.txt
@@ -158,21 +168,9 @@ pack() {
   # merged, not moved: results/bench may already exist (resumed from the previous call's results)
   [ -d bench ] && mkdir -p results/bench && cp -r bench/. results/bench/ && rm -rf bench
   tar czf results.tgz --exclude='*.ckpt.pt' results
-  if [ -s /tmp/ckpts.txt ]; then
-    # at most 6 pieces of 15 MB come back: the smallest checkpoints first (many short runs resume
-    # rather than one large one), the ones that do not fit named, and those runs restart
-    : > /tmp/ckpts_kept.txt; total=0
-    while read -r sz ck; do
-      if [ $(( total + sz )) -le $(( 88 * 1024 * 1024 )) ]; then echo "$ck" >> /tmp/ckpts_kept.txt; total=$(( total + sz ))
-      else echo "checkpoint left behind (over what a call returns; the run restarts): $ck"; fi
-    done < <(while read -r ck; do echo "$(stat -c %s "$ck") $ck"; done < /tmp/ckpts.txt | sort -n)
-    if [ -s /tmp/ckpts_kept.txt ]; then
-      tar czf - -T /tmp/ckpts_kept.txt | split -b 15M - ckpts.tgz.part-
-      n=$(ls ckpts.tgz.part-* | wc -l)
-      [ "$n" -gt 6 ] && { echo "checkpoints: $n pieces, more than a call returns; the unfinished runs restart"; rm -f ckpts.tgz.part-*; }
-    fi
-  fi
-  rm -rf results
+  cp results.tgz "$stash/results.tgz"
+  [ "$(stat -c %s results.tgz)" -gt $(( 16 * 1024 * 1024 )) ] && \
+    echo "results.tgz: over 16 MiB, more than one returned file holds; it stays in $stash on this machine"
   # the Triton cache whole when it fits one returned file (15 MiB), else its autotuning results only
   # (each kernel then compiles its chosen configuration again, without benchmarking the others)
   if [ -d "$TRITON_CACHE_DIR" ] && [ -n "$(ls -A "$TRITON_CACHE_DIR")" ]; then
@@ -182,6 +180,27 @@ pack() {
       echo "triton cache: over 15 MiB; only its $(tar tzf "$OUT/triton-cache.tgz" | grep -c autotune.json) autotuning results come back"
     fi
   fi
+  if [ -s /tmp/ckpts.txt ]; then
+    # the room left beside results.tgz and the cache, in bytes and in files
+    local used=0 nfiles=0 f
+    for f in "$OUT"/*; do [ -f "$f" ] && used=$(( used + $(stat -c %s "$f") )) && nfiles=$(( nfiles + 1 )); done
+    local room=$(( max_total - used )) room_files=$(( max_files - nfiles ))
+    [ $(( room_files * piece )) -lt "$room" ] && room=$(( room_files * piece ))
+    # the smallest checkpoints first (many short runs resume rather than one large one); the pieces
+    # are measured after compression, and the largest kept checkpoint is dropped until they fit
+    while read -r sz ck; do echo "$ck"; done < <(while read -r ck; do echo "$(stat -c %s "$ck") $ck"; done < /tmp/ckpts.txt | sort -n) \
+      > /tmp/ckpts_kept.txt
+    while [ -s /tmp/ckpts_kept.txt ]; do
+      rm -f ckpts.tgz.part-*
+      tar czf - -T /tmp/ckpts_kept.txt | split -b "$piece" - ckpts.tgz.part-
+      local total; total=$(cat ckpts.tgz.part-* | wc -c)
+      [ "$total" -le "$room" ] && break
+      echo "checkpoint left behind (over what a call returns beside results.tgz; the run restarts unless the machine is still warm): $(tail -1 /tmp/ckpts_kept.txt)"
+      sed -i '$d' /tmp/ckpts_kept.txt
+    done
+    [ -s /tmp/ckpts_kept.txt ] || rm -f ckpts.tgz.part-*
+  fi
+  rm -rf results
   ls -la "$OUT"
 }
 trap 'echo "terminated: packing what there is"; pack; exit 124' TERM INT

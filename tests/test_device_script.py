@@ -21,9 +21,11 @@ if [[ "$*" == *"assocmem.gpu.tasks.campaign"* ]]; then
   for a in "$@"; do [ "$prev" = "--out" ] && out="$a"; prev="$a"; done
   mkdir -p "$out/mqar"
   echo "checkpoints at the start: $(cd "$out/mqar" && ls *.ckpt.pt 2>/dev/null | tr '\n' ' ')" >> "$STUB_LOG"
+  echo "results at the start: $(cd "$out/mqar" && ls *.json 2>/dev/null | tr '\n' ' ')" >> "$STUB_LOG"
   echo '{}' > "$out/mqar/bl_s0.json"; echo ck > "$out/mqar/bl_s0.ckpt.pt"; echo ck > "$out/mqar/gdn_s0.ckpt.pt"
-  # large unfinished checkpoints (sparse: their size counts, their zeros compress to nothing)
-  for n in $STUB_BIG_CKPTS; do truncate -s 50M "$out/mqar/big${n}_s0.ckpt.pt"; done
+  [ -n "$STUB_FINISH" ] && echo '{}' > "$out/mqar/$STUB_FINISH.json"
+  # large unfinished checkpoints of random bytes (they do not compress, as trained weights barely do)
+  for n in $STUB_BIG_CKPTS; do head -c "${STUB_BIG_SIZE:-25M}" /dev/urandom > "$out/mqar/big${n}_s0.ckpt.pt"; done
   [ -n "$STUB_SLEEP" ] && sleep "$STUB_SLEEP"
   # what Triton would leave: the carried cache is there, new autotuning results and kernels are added
   echo "the run sees TRITON_CACHE_AUTOTUNING=$TRITON_CACHE_AUTOTUNING carried=$(cat "$TRITON_CACHE_DIR/k0/old.autotune.json" 2>/dev/null)" >> "$STUB_LOG"
@@ -145,19 +147,51 @@ def test_a_slow_benchmark_is_stopped_at_its_limit_and_the_campaign_still_runs(tm
     assert "results/bench/gpu_bench.json" in names            # what it wrote before the limit comes back
 
 
-def test_checkpoints_over_what_a_call_returns_keep_the_smallest_and_name_the_rest(tmp_path):
-    """Two 50 MB checkpoints and a small one: 88 MB come back, so the small one and one large one
-    do, and the other is named as left behind (before, all were dropped)."""
-    env, out = _env(tmp_path, STUB_BIG_CKPTS="1 2")
+def _returned(out):
+    """What the device gives back of $OUT: at most 8 plain files, 16 MiB each, 64 MiB together."""
+    files = [p for p in out.iterdir() if p.is_file()]
+    sizes = [p.stat().st_size for p in files]
+    return len(files) <= 8 and max(sizes) <= 16 * 2**20 and sum(sizes) <= 64 * 2**20
+
+
+@pytest.mark.parametrize("n_big", (2, 3))
+def test_results_always_come_back_and_the_checkpoints_fit_beside_them(tmp_path, n_big):
+    """Checkpoints of 25 MB that do not compress: two fit beside results.tgz and the cache (64 MiB
+    together), three do not, so the largest is named as left behind and results.tgz still comes back
+    (2 December: five pieces of checkpoints crowded out results.tgz and a finished run was lost)."""
+    env, out = _env(tmp_path, STUB_BIG_CKPTS=" ".join(str(i) for i in range(n_big)))
     r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--call-limit-s", "300"],
-                       cwd=_checkout(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+                       cwd=_checkout(tmp_path), env=env, capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
-    _, ck = _packed(out)
+    assert _returned(out), sorted((p.name, p.stat().st_size) for p in out.iterdir())
+    names, ck = _packed(out)
+    assert "results/mqar/bl_s0.json" in names
     assert "results/mqar/gdn_s0.ckpt.pt" in ck
     big = [c for c in ck if "big" in c]
-    assert len(big) == 1, ck
     left = [line for line in r.stdout.splitlines() if line.startswith("checkpoint left behind")]
-    assert len(left) == 1 and "big" in left[0] and big[0] not in left[0], r.stdout
+    assert len(big) == 2 and len(left) == n_big - 2, (ck, left)
+    assert all(b not in line for b in big for line in left)
+
+
+def test_a_warm_machine_keeps_the_last_calls_results_even_when_they_did_not_come_back(tmp_path):
+    """A run finished in the last call on a machine held warm is not run again, though that call's
+    results.tgz never reached the next call's .resume/ (only an older one did)."""
+    env, out = _env(tmp_path, STUB_FINISH="base_s0")
+    root = _checkout(tmp_path)
+    r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--call-limit-s", "300"], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    shutil.rmtree(out)
+    out.mkdir()                                     # its return was lost: nothing carried back
+    env.pop("STUB_FINISH")
+    r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--call-limit-s", "300"], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "results from this machine's stash (the last call's)" in r.stdout
+    starts = [x for x in (tmp_path / "log").read_text().splitlines() if x.startswith("results at the start")]
+    assert starts == ["results at the start: ", "results at the start: base_s0.json bl_s0.json "], starts
+    names, _ = _packed(out)
+    assert "results/mqar/base_s0.json" in names
 
 
 def test_a_background_command_runs_beside_the_campaign_and_its_log_comes_back(tmp_path):
