@@ -463,6 +463,23 @@ def device19():
     return jobs + [j for j in _mqar_other_rates_and_base() if job_name(j) not in names]
 
 
+def device20():
+    """The next session's plan (issue 16, MQAR), after the fifth session of 2 December.  BL's Base run
+    (Fig. 4a) again first: it finished there, but its JSON did not come back (checkpoint pieces filled
+    what a call returns; fixed in scripts/device_campaign.sh), and a run must finish in the session that
+    starts it.  Then Mamba2 on Update at the grid's last rate, 3e-4 (it did not learn at 1e-3 or 3e-3:
+    training accuracy 0.02 and 0.05 after 25,000 steps); run the CUDA tests of its core first
+    (``--pytest "gpu/test_fla_mamba2.py"``, a path from ``tests/``: the core's gradients against the
+    layer's own path at the MQAR sizes, and its self-check, now also in the mixer's own regime).  Then GDN-conv on Update
+    with the updates interleaved (it trained to 1.00 in the fifth session and stopped in its test
+    evaluation), then :func:`device19`'s remaining runs."""
+    jobs = grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3})
+    jobs += grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 3e-4})
+    jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "update", "update_order": "interleaved"})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device19() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -482,7 +499,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20}
 
 
 def cost(job) -> float:

@@ -413,9 +413,11 @@ class Mamba2Mixer(_FLAMixer):
 
     def __init__(self, d_model: int, *, n_heads: int = MQAR_HEADS, d_state: Optional[int] = None,
                  expand: int = MAMBA2_EXPAND, budget: Optional[int] = STATE_BUDGET, conv_size: int = CONV_SIZE,
-                 chunk_size: int = MAMBA2_CHUNK):
+                 chunk_size: int = MAMBA2_CHUNK, core: str = "auto"):
         super().__init__()
         from fla.layers import Mamba2
+
+        self.core = V.choice("core", core, ("auto", "layer"))
 
         d_model = V.count("d_model", d_model, 1)
         H, e = V.count("n_heads", n_heads, 1), V.count("expand", expand, 1)
@@ -445,11 +447,11 @@ class Mamba2Mixer(_FLAMixer):
     def _gpu_backend(self, device=None) -> str:
         """``"simple_gla"`` (:mod:`.fla_mamba2`: the SSD scan as fla's Triton simple GLA) on a GPU where
         ``mamba_ssm`` is missing and that core's self-check passes; else ``"triton"`` (the layer as fla
-        runs it: mamba_ssm's kernels, or its naive ``torch_forward``)."""
+        runs it: mamba_ssm's kernels, or its naive ``torch_forward``), and always with ``core="layer"``."""
         from fla.layers import mamba2
 
         from .fla_mamba2 import core_ok
-        if not mamba2.is_fast_path_available and device is not None and core_ok(device):
+        if self.core == "auto" and not mamba2.is_fast_path_available and device is not None and core_ok(device):
             return "simple_gla"
         return "triton"
 

@@ -216,6 +216,12 @@ PROTOCOL = {
                         ">= 3.4 and < 3.7.1, fla #640: the H200 here) and there the hybrid after its self-check "
                         "passes on the GPU, else the torch reference; hybrid: fla's kernels with the refused "
                         "one in torch (assocmem.gpu.tasks.fla_hybrid)"),
+        "mamba2_core": ("auto", _choice("auto", "layer"),
+                        "Mamba2's scan on a GPU: auto takes fla's Triton simple GLA as the SSD scan where its "
+                        "self-check against a float64 recursion passes (assocmem.gpu.tasks.fla_mamba2), else "
+                        "the layer as fla runs it; layer: always the layer's own path (mamba_ssm's kernels, or "
+                        "without them fla's naive chunked SSD in torch). The ablation of our core where Mamba2 "
+                        "does not learn"),
         "backbone": ("zoology", _choice(*MQAR_BACKBONES),
                      "the blocks around the two mixer layers: Zoology's MQAR harness as we read it (the paper "
                      "changed Zoology's generator and gives no blocks of its own), a gated short convolution of "
@@ -320,6 +326,8 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
             raise ValueError(f"protocol {opt}: applies to bl, not {model!r}")
     if task == "mqar" and out["gdn_backend"] != "auto" and model is not None and model not in ("gdn", "gdn-conv"):
         raise ValueError(f"protocol gdn_backend: applies to gdn and gdn-conv, not {model!r}")
+    if task == "mqar" and out["mamba2_core"] != "auto" and model is not None and model != "mamba2":
+        raise ValueError(f"protocol mamba2_core: applies to mamba2, not {model!r}")
     if task == "dag_reachability" and out["deltaformer_keys"] != "unit" and model is not None \
             and not model.startswith("deltaformer-"):
         raise ValueError(f"protocol deltaformer_keys: applies to the DeltaFormers, not {model!r}")
@@ -431,6 +439,8 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
 
         cfg = Mq.train_configs(pr["variant"])[0][0]
         kw = {"backend": pr["gdn_backend"]} if model in ("gdn", "gdn-conv") else {}
+        if model == "mamba2":
+            kw = {"core": pr.get("mamba2_core", "auto")}
         if model == "bl":
             kw = {"op": pr.get("bl_op", "fused"), "decay": pr.get("bl_decay", False), "n_heads": pr.get("bl_heads", 4),
                   "noise_init": pr.get("bl_noise_init", 0.05)}

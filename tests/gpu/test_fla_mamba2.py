@@ -69,6 +69,18 @@ def test_self_check_passes_a_correct_scan_and_fails_a_slightly_wrong_one(monkeyp
     assert FM.self_check("cpu") is res                       # once per process and device
 
 
+def test_self_check_fails_a_scan_right_only_on_mild_decays(monkeypatch):
+    """A scan that clips the log-decay at -0.5 is exact on the first regime (decays to -0.2) and wrong on
+    Mamba2's own (to -2): the check fails it and names the regime."""
+    naive = FM._cpu_scan
+    monkeypatch.setattr(FM, "_cpu_scan", lambda q, k, v, g: naive(q, k, v, g.clamp_min(-0.5)))
+    monkeypatch.setattr(FM, "_CHECKED", {})
+    res = FM.self_check("cpu")
+    assert res["passed"] is False, res
+    assert max(res["regimes"]["mild"].values()) <= res["tol"] < max(res["regimes"]["mamba2"].values()), res
+    assert [r[0] for r in FM.SELF_CHECK_REGIMES] == ["mild", "mamba2"]
+
+
 def test_the_mixer_takes_the_core_only_on_a_gpu_where_the_check_passed(monkeypatch):
     mx = MM.Mamba2Mixer(16, n_heads=4)
     assert FM.core_ok("cpu") is False
@@ -77,6 +89,24 @@ def test_the_mixer_takes_the_core_only_on_a_gpu_where_the_check_passed(monkeypat
         monkeypatch.setattr(FM, "core_ok", lambda device, ok=ok: ok)
         assert mx._gpu_backend(torch.device("cuda")) == want
     assert "torch on CPU" in mx._core()                      # a CPU model still runs the layer's own path
+    # protocol mamba2_core=layer: the layer's own path on every GPU, the check passed or not
+    monkeypatch.setattr(FM, "core_ok", lambda device: True)
+    assert MM.Mamba2Mixer(16, n_heads=4, core="layer")._gpu_backend(torch.device("cuda")) == "triton"
+    with pytest.raises(ValueError, match="core must be one of auto, layer"):
+        MM.Mamba2Mixer(16, n_heads=4, core="fast")
+
+
+def test_the_protocol_option_reaches_the_mixer_and_applies_to_mamba2_only():
+    from assocmem.gpu.tasks import train as T
+
+    pr = T.resolve_protocol("mqar", {"variant": "update", "mamba2_core": "layer"}, model="mamba2")
+    model = T.build_model("mqar", "mamba2", pr)
+    assert [m.core for m in model.modules() if isinstance(m, MM.Mamba2Mixer)] == ["layer", "layer"]
+    assert T.protocol_tag("mqar", pr) == "variant-update__mamba2_core-layer"
+    with pytest.raises(ValueError, match="protocol mamba2_core: applies to mamba2, not 'gdn'"):
+        T.resolve_protocol("mqar", {"mamba2_core": "layer"}, model="gdn")
+    with pytest.raises(ValueError, match="mamba2_core"):
+        T.resolve_protocol("mqar", {"mamba2_core": "fast"}, model="mamba2")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: fla's Triton kernels")
@@ -91,6 +121,30 @@ def test_cuda_core_passes_its_check_and_matches_the_cpu_path():
     assert mxc._gpu_backend(torch.device("cuda")) == "simple_gla" and "simple_gla" in mxc._core()
     out = mxc(x.cuda())
     torch.testing.assert_close(out.detach().cpu(), ref, rtol=2e-2, atol=2e-3)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: fla's Triton kernels")
+def test_cuda_core_gradients_match_the_layers_own_path_at_the_mqar_sizes():
+    """The mixer as MQAR trains it (d_model 128: 4 heads, N = 32, P = 64; T = 128) on the GPU: the core
+    (``core="auto"``) against the layer's own path (``core="layer"``), same weights, same input: the
+    output and every parameter's gradient (a Mamba2 run that does not learn could be a wrong gradient)."""
+    torch.manual_seed(0)
+    auto = MM.Mamba2Mixer(128).cuda()
+    layer = MM.Mamba2Mixer(128, core="layer").cuda()
+    layer.load_state_dict(auto.state_dict())
+    dev = torch.device("cuda")
+    assert auto._gpu_backend(dev) == "simple_gla" and layer._gpu_backend(dev) == "triton"
+    x = torch.randn(4, 128, 128, device="cuda")
+    w = torch.randn(4, 128, 128, device="cuda")
+    outs, grads = [], []
+    for mx in (auto, layer):
+        o = mx(x)
+        outs.append(o.detach())
+        grads.append(torch.autograd.grad((o * w).sum(), list(mx.parameters())))
+    torch.testing.assert_close(outs[0], outs[1], rtol=2e-2, atol=2e-3)
+    for (n, _), a, b in zip(auto.named_parameters(), *grads):
+        err = float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+        assert err < 2e-2, (n, err)
 
 
 def test_the_hybrid_routes_simple_glas_backward_kernel_too():

@@ -402,6 +402,15 @@ def test_mqar_names_a_run_that_did_not_learn(tmp_path, monkeypatch):
     r = _claim("task.mqar").run()
     assert ("1/P 0.06 (its fresh-data probes: T,P,b = 24,4,2, vocab 64, backbone zoology, 2500 steps: P4U0 0.98)"
             in r.detail), r.detail
+    # a second rate of the grid that did not learn either is named beside the chosen one, in rate order
+    curve3 = [{"step": 25 * i, "loss": 7.2, "acc": 0.05} for i in range(1, 11)]
+    _write(tmp_path, "mqar", "mamba2", 0, {"test": rows, "val": [{**x, "acc": 0.0} for x in rows]},
+           protocol={"variant": "update", "lr": 3e-3}, curve=curve3, tag="variant-update__lr-0.003")
+    r = _claim("task.mqar").run()
+    assert r.computed["did_not_learn"] == ["mamba2 update"]
+    assert ("mamba2 update (lr 0.001, 0.003): training accuracy 0.02, 0.05, test 0.00, 0.00, 1/P 0.06"
+            in r.detail), r.detail
+    (tmp_path / "mqar" / "mamba2__variant-update__lr-0.003_s0.json").unlink()
     at_chance = [{"step": 25 * i, "loss": 2.0, "acc": 1 / 16} for i in range(1, 11)]
     _write(tmp_path, "mqar", "mamba2", 0, {"test": rows}, protocol={"variant": "update", "lr": 1e-3},
            curve=at_chance,
