@@ -224,10 +224,12 @@ def ratios(a):
     return R
 
 
-def chunk_elements(k, y, l2, r2, alpha, C: int) -> ScanElement:
-    """One element per chunk of ``C`` tokens, in closed form from the chunk's own inputs (all chunks
-    at once; shapes as :func:`token_elements`; ``T`` padded to a multiple of ``C`` with identity
-    tokens).  Elements ``[..., N, ·, ·]``, ``N = ⌈T/C⌉``."""
+def chunk_factors(k, y, l2, r2, alpha, C: int):
+    """Every chunk's element in factored form, from the chunk's own inputs (all chunks at once; shapes
+    as :func:`token_elements`; ``T`` padded to a multiple of ``C`` with identity tokens):
+    ``(γ_{C−1}, c_{C−1} [..., N, D], X_G, X_W [..., N, C, D], X_Y [..., N, C, m])`` with
+    ``A = diag γ − X_Wᵀ X_G``, ``b = X_Wᵀ X_Y``, ``C = diag c − X_Wᵀ X_W``, ``J = X_Gᵀ X_G``,
+    ``η = X_Gᵀ X_Y`` (:func:`chunk_elements`; :mod:`.bl_segments` absorbs them without forming them)."""
     k, y, l2, r2, alpha = pad_tokens(k, y, l2, r2, alpha, C)
     *lead, T, D = k.shape
     m = y.shape[-1]
@@ -247,10 +249,18 @@ def chunk_elements(k, y, l2, r2, alpha, C: int) -> ScanElement:
     Gm = gam * kc                                                # rows γ_τ ⊙ k_τ
     W = R[..., -1, :, :] * ck                                    # rows R[C−1, i] ⊙ c_i ⊙ k_i
     XG, XW, XY = (np.linalg.solve(L, Z) for Z in (Gm, W, yc))
-    I = np.eye(D)
-    return ScanElement(A=gam[..., -1, None, :] * I - _T(XW) @ XG,
+    return gam[..., -1, :], c[..., -1, :], XG, XW, XY
+
+
+def chunk_elements(k, y, l2, r2, alpha, C: int) -> ScanElement:
+    """One element per chunk of ``C`` tokens, in closed form from the chunk's own inputs (all chunks
+    at once; shapes as :func:`token_elements`; ``T`` padded to a multiple of ``C`` with identity
+    tokens).  Elements ``[..., N, ·, ·]``, ``N = ⌈T/C⌉``."""
+    gam, c, XG, XW, XY = chunk_factors(k, y, l2, r2, alpha, C)
+    I = np.eye(XG.shape[-1])
+    return ScanElement(A=gam[..., None, :] * I - _T(XW) @ XG,
                        b=_T(XW) @ XY,
-                       C=c[..., -1, None, :] * I - _sym(_T(XW) @ XW),
+                       C=c[..., None, :] * I - _sym(_T(XW) @ XW),
                        eta=_T(XG) @ XY,
                        J=_sym(_T(XG) @ XG))
 
@@ -273,9 +283,27 @@ def bl_parallel(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=Non
     ``chunk_size ≥ 1`` (the last chunk may be shorter); ``scan`` one of :data:`SCANS`.
     Same results as ``bl_filter(..., variant="dense")`` up to round-off.
     """
+    how = V.choice("scan", scan, SCANS)
+
+    def starts(kg, yg, lg, rg, ag, Cs, M0g, P0):
+        elems = chunk_elements(kg, yg, lg, rg, ag, Cs)             # [G, N, ...]
+        N = elems.A.shape[-3]
+        prior = _take(prior_element(M0g[:, None], P0[:, None]), slice(0, 1))
+        pref = _SCAN[how](_cat([prior, elems]))                    # [G, N + 1, ...]
+        return pref.b[:, :N], pref.C[:, :N], pref.b[:, N], pref.C[:, N]
+
+    return filter_from_starts(keys, values, queries, starts, l2=l2, r2=r2, p0=p0, alpha=alpha, groups=groups,
+                              M0=M0, write_mask=write_mask, chunk_size=chunk_size, keep_states=keep_states)
+
+
+def filter_from_starts(keys, values, queries, starts, *, l2, r2, p0, alpha, groups, M0, write_mask, chunk_size,
+                       keep_states) -> ParallelTrace:
+    """What :func:`bl_parallel` and :func:`.bl_segments.bl_segments` share: the inputs checked and
+    split by noise group, the chunk-start states from ``starts(k, y, l2, r2, alpha, C, M0, P0)`` (per
+    group, leading axis ``G``; returns ``(M_start [G, N, D, m], P_start [G, N, D, D], M_final,
+    P_final)``), then every chunk's tokens at once from its start."""
     x = dense_inputs(keys, values, queries, l2=l2, r2=r2, p0=p0, alpha=alpha, groups=groups, M0=M0)
     Cs = V.count("chunk_size", chunk_size, 1)
-    how = V.choice("scan", scan, SCANS)
     keys, values, queries, l2a, r2a, alpha, P0, M0a = x.keys, x.values, x.queries, x.l2, x.r2, x.alpha, x.P0, x.M0
     T, D, m, G, mg = x.T, x.D, x.m, x.G, x.mg
     live = np.ones(T, dtype=bool)
@@ -293,11 +321,8 @@ def bl_parallel(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=Non
     rg = np.ascontiguousarray(r2a.T)                               # [G, T]
     M0g = np.moveaxis(M0a.reshape(D, G, mg), 1, 0)                 # [G, D, mg]
 
-    elems = chunk_elements(kg, yg, lg, rg, ag, Cs)                 # [G, N, ...]
-    N = elems.A.shape[-3]
-    prior = _take(prior_element(M0g[:, None], P0[:, None]), slice(0, 1))
-    pref = _SCAN[how](_cat([prior, elems]))                        # [G, N + 1, ...]
-    Mstart, Pstart = pref.b[:, :N], pref.C[:, :N]                  # state before chunk n
+    Mstart, Pstart, Mlast, Plast = starts(kg, yg, lg, rg, ag, Cs, M0g, P0)   # state before chunk n; final
+    N = Mstart.shape[1]
 
     # every chunk at once, token by token from its known start (the covariance-form Kalman step)
     kp, yp, lp, rp, ap = pad_tokens(kg, yg, lg, rg, ag, Cs)
@@ -329,8 +354,8 @@ def bl_parallel(keys, values, queries=None, *, l2=0.0, r2=1.0, p0=1.0, alpha=Non
     Ms, Ps, us, bs = flat(Ms), flat(Ps), flat(us), flat(bs)
     Mtok = np.moveaxis(Ms, 0, 2).reshape(T, D, m)                  # [T, D, G·mg]
     y = None if queries is None else np.einsum("tdc,td->tc", Mtok, queries)
-    Mfin = np.moveaxis(pref.b[:, N], 0, 1).reshape(D, m)
-    Pfin = pref.C[:, N]
+    Mfin = np.moveaxis(Mlast, 0, 1).reshape(D, m)
+    Pfin = Plast
     cM = np.moveaxis(Mstart, 0, 2).reshape(N, D, m)
     sq = (lambda x, ax: x[0]) if G == 1 else (lambda x, ax: np.moveaxis(x, 0, ax))       # noqa: E731
     return ParallelTrace(M=Mfin, P=sq(Pfin, 0), y=y, beta=sq(bs, 1), u=sq(us, 1),
