@@ -38,9 +38,11 @@ MODES = ("fwd", "fwdbwd")
 DEFAULT_OUT = "runs/gpu_bench.json"
 # the ratios reported: BL op (mode) against the fla op that does the closest work
 RATIOS = (("fused", "fwd", "fla_fused_recurrent_delta"), ("chunk", "fwd", "fla_chunk_gdn"),
-          ("chunk", "fwdbwd", "fla_chunk_delta"), ("fused", "fwdbwd", "fla_chunk_delta"))
-# the BL ops of the table: fused_recurrent_bl, chunk_bl
-BL_OPS = ("fused", "chunk")
+          ("chunk", "fwdbwd", "fla_chunk_delta"), ("fused", "fwdbwd", "fla_chunk_delta"),
+          ("segments", "fwd", "fla_chunk_gdn"))
+# the BL ops of the table: fused_recurrent_bl, chunk_bl, chunk_bl_segments (issue 19's prototype, forward only)
+BL_OPS = ("fused", "chunk", "segments")
+DEFAULT_SEGMENT_TOKENS = (256,)
 
 
 class Op(NamedTuple):
@@ -50,6 +52,7 @@ class Op(NamedTuple):
     family: str           # "bl", or "fla" (bf16 q, k, v and fla's β and log-gate)
     call: Callable
     chunk: Optional[tuple] = None     # chunk_bl's (chunk size, backward segment length L or None)
+    fwd_only: bool = False            # no backward (chunk_bl_segments): checked and timed forward only
 
 
 def inputs(torch, shape, device, seed, fla=False):
@@ -70,11 +73,13 @@ def inputs(torch, shape, device, seed, fla=False):
 
 
 def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=None,
-           bwd_segments=(None,)) -> dict[str, Op]:
+           bwd_segments=(None,), segment_tokens=()) -> dict[str, Op]:
     """``fused`` and ``chunk_C{C}`` for each of ``chunk_sizes``; with ``bwd_segments`` (values of
     ``ChunkConfig.bwd_segment_chunks``, ``None`` for ``chunk_config``'s own) one op per value,
     ``chunk_C{C}_L{L}`` for an integer ``L`` (the same forward, the backward in segments of ``L``
-    chunks: time and peak memory side by side in one process)."""
+    chunks: time and peak memory side by side in one process); ``segments_C{C}_L{L}`` for each of
+    ``segment_tokens`` (:func:`.segments.chunk_bl_segments`, segments of ``L`` tokens; forward only, at
+    the first of ``chunk_sizes``, 16 without one; a shape whose ``T`` it does not divide records an error)."""
     from dataclasses import replace
 
     from . import chunk_bl, fused_recurrent_bl
@@ -88,6 +93,14 @@ def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=N
             ops[name] = Op(name, "bl", lambda x, C=C, cfg=cfg: chunk_bl(
                 **x, chunk_size=C, validate=False, backward=backward, config=cfg)[0],
                 (C, cfg.bwd_segment_chunks if cfg is not None else None))
+    if segment_tokens:
+        from .segments import chunk_bl_segments
+
+        C = chunk_sizes[0] if chunk_sizes else 16
+        for L in segment_tokens:
+            name = f"segments_C{C}_L{L}"
+            ops[name] = Op(name, "bl", lambda x, C=C, L=L: chunk_bl_segments(
+                **x, chunk_size=C, segment_tokens=L, validate=False, config=chunk_config)[0], fwd_only=True)
     return ops
 
 
@@ -121,6 +134,9 @@ def check(torch, op: Op, shape, device, seed=0, grad_T=256) -> dict:
         o = op.call(x)
         o_ref, _ = naive_bl(**{n: t[:b, :, :h].double() for n, t in x.items()}, validate=False)
         res = {"nan_free": not bool(torch.isnan(o).any()), "fwd_o": _relerr(o_ref, o[:b, :, :h])}
+        if op.fwd_only:
+            res.update(grad_T=0, grad_nan_free=True, grads="none: forward only")
+            return res
         Tg = min(T, grad_T)
         xg = {n: t[:b, :Tg, :h].contiguous() for n, t in x.items()}
         wo = torch.randn(b, Tg, h, m, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
@@ -163,7 +179,7 @@ def time_op(torch, op: Op, shape, device, modes=MODES) -> dict:
     out = {}
     if "fwd" in modes:
         out["fwd_ms"] = _bench(torch, lambda: op.call(x), device)
-    if "fwdbwd" in modes:
+    if "fwdbwd" in modes and not op.fwd_only:
         leaves = {n: t.clone().requires_grad_(True) for n, t in x.items()}
         do = torch.randn(*x["v"].shape, device=device, dtype=x["v"].dtype)
 
@@ -238,7 +254,8 @@ def _write(result, path):
 
 
 def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk_sizes=(16,), backward="auto",
-        fused_config=None, chunk_config=None, do_drift=False, out=None, device=None, bwd_segments=(None,)):
+        fused_config=None, chunk_config=None, do_drift=False, out=None, device=None, bwd_segments=(None,),
+        segment_tokens=DEFAULT_SEGMENT_TOKENS):
     """Check and time ``ops`` on ``shapes``; write the JSON to ``out`` after every step (a run cut
     short still leaves what it measured).  ``device``: CUDA by default (the tests pass a CPU
     device with ``TRITON_INTERPRET=1``: checks through the interpreter, wall times of one call)."""
@@ -253,7 +270,8 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
         info["triton"] = triton.__version__
     except Exception:
         pass
-    table_ops = bl_ops(chunk_sizes if "chunk" in ops else (), backward, fused_config, chunk_config, bwd_segments)
+    table_ops = bl_ops(chunk_sizes if "chunk" in ops else (), backward, fused_config, chunk_config, bwd_segments,
+                       segment_tokens if "segments" in ops else ())
     if "fused" not in ops:
         del table_ops["fused"]
     fla = "not requested" if "fla" not in ops else fla_ops() if device.type == "cuda" else "needs CUDA"
@@ -262,6 +280,7 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
     result = {"provenance": provenance(info), "ops": list(table_ops), "fla": fla if isinstance(fla, str) else "ok",
               "ceilings": CEILINGS, "rates_note": RATES_NOTE,
               "config": {"backward": backward, "chunk_sizes": list(chunk_sizes), "bwd_segments": list(bwd_segments),
+                         "segment_tokens": list(segment_tokens) if "segments" in ops else [],
                          "fused": asdict(fused_config) if fused_config else "default",
                          "chunk": asdict(chunk_config) if chunk_config else "default"},
               "shapes": {}, "notes": ["times: medians of triton.testing.do_bench, ms; BL fp32 inputs and "
@@ -314,7 +333,7 @@ def nominal_work(name: str, shape) -> tuple[float, float] | None:
     """(flops, bytes) of one forward of op ``name`` on ``shape`` by the counts of :data:`RATES_NOTE`."""
     B, T, H, D, m = shape
     n = B * T * H
-    if name == "fused" or name.startswith("chunk_C"):
+    if name == "fused" or name.startswith(("chunk_C", "segments_C")):
         return n * (5 * D * m + 4 * D * D + 5 * D + 1), n * (4 * (3 * D + 2 * m) + 8)
     if name.startswith("fla_"):
         gdn = "gdn" in name
@@ -403,6 +422,15 @@ def _config_items(cls):
     return parse
 
 
+def _tokens_item(text: str):
+    """One value of ``--segment-tokens``: an integer ``>= 1``."""
+    import argparse
+
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("must be an integer >= 1")
+    return int(text)
+
+
 def _segments_item(text: str):
     """One value of ``--bwd-segments``: ``none`` or an integer ``L >= 1``."""
     import argparse
@@ -423,8 +451,13 @@ def add_arguments(p):
                    help="comma list of shapes (B, T, H, D, m): " + ", ".join(f"{n} {s}" for n, s in SHAPES.items())
                    + " (default S1,S2,S3,S4)")
     p.add_argument("--ops", type=Items(BL_OPS + ("fla",), what="op"), default=("fused", "chunk", "fla"),
-                   help="comma list of fused (fused_recurrent_bl), chunk (chunk_bl), fla (fla's delta-rule "
-                        "ops); default fused,chunk,fla")
+                   help="comma list of fused (fused_recurrent_bl), chunk (chunk_bl), segments (chunk_bl_segments, "
+                        "issue 19's two-level prototype, forward only), fla (fla's delta-rule ops); default "
+                        "fused,chunk,fla")
+    p.add_argument("--segment-tokens", type=Items(item=_tokens_item, what="segment length"),
+                   default=DEFAULT_SEGMENT_TOKENS,
+                   help="comma list of chunk_bl_segments' segment lengths in tokens (multiples of the chunk size "
+                        "that divide T); one op each, segments_C{C}_L{L} (default 256)")
     p.add_argument("--modes", type=Items(MODES, what="mode"), default=MODES, help="comma list of fwd, fwdbwd")
     p.add_argument("--chunk-sizes", type=Items(("16", "32", "64"), int, what="chunk size"), default=(16,),
                    help="comma list of chunk_bl's chunk sizes, of 16, 32, 64 "
@@ -455,7 +488,8 @@ def run_args(args) -> int:
         raise ValueError("no CUDA device: the benchmark times compiled kernels (on a CPU the same kernels are "
                          "checked by the test suite: python3 -m pytest -m gpu)")
     res = run(args.shapes, args.ops, args.modes, args.chunk_sizes, args.backward, args.fused_config,
-              args.chunk_config, args.drift, out=str(out), bwd_segments=args.bwd_segments)
+              args.chunk_config, args.drift, out=str(out), bwd_segments=args.bwd_segments,
+              segment_tokens=args.segment_tokens)
     print(f"JSON written to {out}")
     bad = [f"{n}/{o}" for n, e in res["shapes"].items() for o, c in e["check"].items() if not check_ok(c)]
     if bad:

@@ -23,7 +23,8 @@ def test_gpu_without_subcommand_is_usage_error(capsys):
     (["--chunk-config", "BV=8"], "--chunk-config"), (["--chunk-config", "super_chunks=4"], "--chunk-config"),
     (["--fused-config", "cov_warps"], "--fused-config"), (["--out", "missing/b.json"], "--out"),
     (["--bwd-segments", "0"], "--bwd-segments"), (["--bwd-segments", "16,16"], "--bwd-segments"),
-    (["--bwd-segments", "none,x"], "--bwd-segments")])
+    (["--bwd-segments", "none,x"], "--bwd-segments"), (["--segment-tokens", "0"], "--segment-tokens"),
+    (["--segment-tokens", "64,x"], "--segment-tokens")])
 def test_bench_bad_argument_is_one_line_naming_the_flag(tmp_path, monkeypatch, capsys, argv, flag):
     monkeypatch.chdir(tmp_path)
     assert main(["gpu", "bench", *argv]) == 2
@@ -112,6 +113,35 @@ def test_bwd_segments_are_ops_side_by_side(tmp_path, monkeypatch):
         assert t[op]["bwd_segment_buffers_MB"] == pytest.approx(
             sum(backward_buffer_bytes(1, 48, 2, 8, 8, 1, 16, L).values()) / 2**20)
     assert t["chunk_C16_L2"]["bwd_segment_buffers_MB"] < t["chunk_C16"]["bwd_segment_buffers_MB"]
+
+
+def test_segments_prototype_is_checked_and_timed_forward_only(tmp_path, monkeypatch):
+    """``--ops chunk,segments --segment-tokens 16,32``: one forward-only op per segment length beside the
+    chunk op, its check against float64 passes without gradients, only its forward is timed, its ratio to
+    fla's GDN forward is reported, and a length that does not divide T records an error, not a crash."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from assocmem.args import Parser
+    from assocmem.gpu import bench
+
+    p = Parser(prog="b")
+    bench.add_arguments(p)
+    assert p.parse_args(["--segment-tokens", "16,32"]).segment_tokens == (16, 32)
+    assert p.parse_args([]).segment_tokens == (256,)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setitem(bench.SHAPES, "t64", (1, 64, 2, 8, 8))
+    out = tmp_path / "b.json"
+    bench.run(["t64"], ("chunk", "segments"), out=str(out), device=torch.device("cpu"), segment_tokens=(16, 32, 48))
+    res = json.loads(out.read_text())
+    assert res["ops"] == ["chunk_C16", "segments_C16_L16", "segments_C16_L32", "segments_C16_L48"]
+    e = res["shapes"]["t64"]
+    for op in ("segments_C16_L16", "segments_C16_L32"):
+        assert bench.check_ok(e["check"][op]) and e["check"][op]["fwd_o"] < 1e-5, e["check"][op]
+        assert set(e["times"][op]) == {"fwd_ms"}
+    assert "segment_tokens must be a multiple" in e["check"]["segments_C16_L48"]["error"]
+    assert not bench.check_ok(e["check"]["segments_C16_L48"])
+    assert bench.ratios({"segments_C16_L256": {"fwd_ms": 1.0}, "fla_chunk_gdn": {"fwd_ms": 0.5}}) == {
+        "segments_C16_L256 fwd / fla_chunk_gdn fwd": 2.0}
 
 
 def test_rates_are_the_nominal_work_over_the_time():
