@@ -53,6 +53,7 @@ class Op(NamedTuple):
     call: Callable
     chunk: Optional[tuple] = None     # chunk_bl's (chunk size, backward segment length L or None)
     fwd_only: bool = False            # no backward (chunk_bl_segments): checked and timed forward only
+    segments: Optional[tuple] = None  # chunk_bl_segments' (chunk size, segment tokens): its levels timed too
 
 
 def inputs(torch, shape, device, seed, fla=False):
@@ -100,7 +101,8 @@ def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=N
         for L in segment_tokens:
             name = f"segments_C{C}_L{L}"
             ops[name] = Op(name, "bl", lambda x, C=C, L=L: chunk_bl_segments(
-                **x, chunk_size=C, segment_tokens=L, validate=False, config=chunk_config)[0], fwd_only=True)
+                **x, chunk_size=C, segment_tokens=L, validate=False, config=chunk_config)[0], fwd_only=True,
+                segments=(C, L))
     return ops
 
 
@@ -179,6 +181,11 @@ def time_op(torch, op: Op, shape, device, modes=MODES) -> dict:
     out = {}
     if "fwd" in modes:
         out["fwd_ms"] = _bench(torch, lambda: op.call(x), device)
+        if op.segments is not None:
+            # each level alone: the segments' elements, the scan over them, every segment's read-outs
+            from .segments import anatomy
+            out["levels"] = anatomy(**x, chunk_size=op.segments[0], segment_tokens=op.segments[1],
+                                    bench=lambda f: _bench(torch, f, device))
     if "fwdbwd" in modes and not op.fwd_only:
         leaves = {n: t.clone().requires_grad_(True) for n, t in x.items()}
         do = torch.randn(*x["v"].shape, device=device, dtype=x["v"].dtype)

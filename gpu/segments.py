@@ -80,6 +80,13 @@ def segment_starts(A, b, Cs, eta, J, M0, P0):
     return torch.stack(Ms, 1), torch.stack(Ps, 1), M, P
 
 
+def _check_segment_tokens(segment_tokens, chunk_size: int, T: int) -> None:
+    if not isinstance(segment_tokens, int) or isinstance(segment_tokens, bool) or segment_tokens < chunk_size \
+            or segment_tokens % chunk_size or T % segment_tokens:
+        raise ValueError(f"segment_tokens must be a multiple of chunk_size ({chunk_size}) that divides T ({T}) "
+                         f"(got {segment_tokens!r})")
+
+
 def chunk_bl_segments(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_final_state=False,
                       chunk_size: int = DEFAULT_CHUNK_SIZE, segment_tokens: int = DEFAULT_SEGMENT_TOKENS, *, g=None,
                       validate: bool = True, config=None):
@@ -94,29 +101,67 @@ def chunk_bl_segments(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, o
     B, T, H, D, m = x.dims
     if x.G != 1:
         raise ValueError(f"r2: chunk_bl_segments takes one noise group (got G = {x.G})")
-    if not isinstance(segment_tokens, int) or isinstance(segment_tokens, bool) or segment_tokens < chunk_size \
-            or segment_tokens % chunk_size or T % segment_tokens:
-        raise ValueError(f"segment_tokens must be a multiple of chunk_size ({chunk_size}) that divides T ({T}) "
-                         f"(got {segment_tokens!r})")
-    interp = mode == "interpret"
-    K = chunk_kernels(interp)
-    NS = T // segment_tokens
-    C = chunk_size
+    _check_segment_tokens(segment_tokens, chunk_size, T)
+    lv = _Levels(x, mode == "interpret", chunk_size, T // segment_tokens, config)
     with torch.no_grad():
-        a = decays(x.alpha, x.log_alpha)
-        ins = [_segments(t.contiguous(), NS).contiguous() for t in (x.q, x.k, x.v, x.l2, x.r2)]
-        a_s = None if a is None else _segments(a, NS).contiguous()
-        qs, ks, vs, ls, rs = ins
-        cfg_ext = _resolve(config, D, m + D, 1, B * NS * H, interp)
-        A, b, Cs, eta, J = segment_elements(K, qs, ks, vs, ls, rs, a_s, C, cfg_ext)
-        split = lambda t: t.reshape(B, NS, *t.shape[1:])          # noqa: E731
-        M0, P0 = initial_states(x)
-        Mst, Pst, MT, PT = segment_starts(split(A), split(b), split(Cs), split(eta), split(J), M0, P0[:, :, 0])
-        cfg = _resolve(config, D, m, 1, B * NS * H, interp)
-        M0s = Mst.reshape(B * NS, H, D, m).float().contiguous()
-        P0s = Pst.reshape(B * NS, H, 1, D, D).float().contiguous()
-        o = _chunk_forward(K, qs, ks, vs, ls, rs, a_s, M0s, P0s, C, cfg, False)[0]
+        o = lv.readouts(lv.starts(lv.elements()))
+    MT, PT = lv.final
     o = o.reshape(B, T, H, m).to(v.dtype)
     if not output_final_state:
         return o, None
     return o, final_state(x, MT.float(), PT.float()[:, :, None])
+
+
+class _Levels:
+    """The three levels of :func:`chunk_bl_segments` on validated inputs, run one after the other as
+    ``readouts(starts(elements()))`` (separate so that :func:`anatomy` can time each alone); ``final``
+    is the final state ``(M [B, H, D, m], P [B, H, D, D])`` once :meth:`starts` has run."""
+
+    def __init__(self, x, interp: bool, C: int, NS: int, config):
+        B, T, H, D, m = self.dims = x.dims
+        self.K, self.C, self.NS = chunk_kernels(interp), C, NS
+        a = decays(x.alpha, x.log_alpha)
+        self.ins = [_segments(t.contiguous(), NS).contiguous() for t in (x.q, x.k, x.v, x.l2, x.r2)]
+        self.a = None if a is None else _segments(a, NS).contiguous()
+        self.cfg_ext = _resolve(config, D, m + D, 1, B * NS * H, interp)
+        self.cfg = _resolve(config, D, m, 1, B * NS * H, interp)
+        self.M0, self.P0 = initial_states(x)
+        self.final = None
+
+    def elements(self):
+        return segment_elements(self.K, *self.ins, self.a, self.C, self.cfg_ext)
+
+    def starts(self, el):
+        B, T, H, D, m = self.dims
+        NS = self.NS
+        Mst, Pst, MT, PT = segment_starts(*(t.reshape(B, NS, *t.shape[1:]) for t in el), self.M0, self.P0[:, :, 0])
+        self.final = (MT, PT)
+        return (Mst.reshape(B * NS, H, D, m).float().contiguous(),
+                Pst.reshape(B * NS, H, 1, D, D).float().contiguous())
+
+    def readouts(self, st):
+        return _chunk_forward(self.K, *self.ins, self.a, st[0], st[1], self.C, self.cfg, False)[0]
+
+
+def anatomy(q, k, v, l2, r2, alpha=None, *, chunk_size: int = DEFAULT_CHUNK_SIZE,
+            segment_tokens: int = DEFAULT_SEGMENT_TOKENS, bench=None) -> dict:
+    """Each level of :func:`chunk_bl_segments` timed alone (``bench(fn) -> ms``; default Triton's
+    ``do_bench`` median on CUDA): ``{"elements_ms", "starts_ms", "readouts_ms"}``, the three summing to
+    about the op's forward (the inputs' validation and reshapes aside)."""
+    x, mode = enter("anatomy", q, k, v, l2, r2, alpha, 1.0, None, g=None, validate=False, write_mask=None,
+                    needs_kernels=True)
+    if bench is None:
+        from triton.testing import do_bench
+
+        def bench(fn):
+            return float(do_bench(fn, warmup=10, rep=60, return_mode="median"))
+    T = x.dims[1]
+    if chunk_size not in CHUNK_SIZES:
+        raise ValueError(f"chunk_size must be one of {CHUNK_SIZES} (got {chunk_size!r})")
+    _check_segment_tokens(segment_tokens, chunk_size, T)
+    lv = _Levels(x, mode == "interpret", chunk_size, T // segment_tokens, None)
+    with torch.no_grad():
+        el = lv.elements()
+        st = lv.starts(el)
+        return {"elements_ms": bench(lv.elements), "starts_ms": bench(lambda: lv.starts(el)),
+                "readouts_ms": bench(lambda: lv.readouts(st))}

@@ -137,7 +137,9 @@ def test_segments_prototype_is_checked_and_timed_forward_only(tmp_path, monkeypa
     e = res["shapes"]["t64"]
     for op in ("segments_C16_L16", "segments_C16_L32"):
         assert bench.check_ok(e["check"][op]) and e["check"][op]["fwd_o"] < 1e-5, e["check"][op]
-        assert set(e["times"][op]) == {"fwd_ms"}
+        assert set(e["times"][op]) == {"fwd_ms", "levels"}
+        assert set(e["times"][op]["levels"]) == {"elements_ms", "starts_ms", "readouts_ms"}
+        assert all(t > 0 for t in e["times"][op]["levels"].values())
     assert "segment_tokens must be a multiple" in e["check"]["segments_C16_L48"]["error"]
     assert not bench.check_ok(e["check"]["segments_C16_L48"])
     assert bench.ratios({"segments_C16_L256": {"fwd_ms": 1.0}, "fla_chunk_gdn": {"fwd_ms": 0.5}}) == {
