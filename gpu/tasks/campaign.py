@@ -470,9 +470,9 @@ def device20():
     starts it.  Then Mamba2 on Update at the grid's last rate, 3e-4 (it did not learn at 1e-3 or 3e-3:
     training accuracy 0.02 and 0.05 after 25,000 steps); run the CUDA tests of its core first
     (``--pytest "gpu/test_fla_mamba2.py"``, a path from ``tests/``: the core's gradients against the
-    layer's own path at the MQAR sizes, and its self-check, now also in the mixer's own regime).  Then GDN-conv on Update
-    with the updates interleaved (it trained to 1.00 in the fifth session and stopped in its test
-    evaluation), then :func:`device19`'s remaining runs."""
+    layer's own path at the MQAR sizes, and its self-check, now also in the mixer's own regime).  Then
+    GDN-conv on Update with the updates interleaved (it trained to 1.00 in the fifth session and stopped
+    in its test evaluation), then :func:`device19`'s remaining runs."""
     jobs = grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3})
     jobs += grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 3e-4})
     jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "update", "update_order": "interleaved"})
