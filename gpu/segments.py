@@ -20,7 +20,9 @@ two-level form (:mod:`assocmem.numerics.bl_segments`) cuts the sequence into ``T
 Each chain is ``L/C`` chunk steps, and ``B·H·T/L`` chains run at once instead of ``B·H``; the price
 is a second forward (with ``m + D`` value columns) and the ``T/L`` sequential ``D×D`` solves of
 level 2.  Forward only (no autograd), no write mask, one noise group: a prototype to measure
-(``assocmem gpu bench --ops segments``) before the lever is built into ``chunk_bl``.
+(``assocmem gpu bench --ops segments``, each level timed alone by :func:`anatomy`) before the lever is
+built into ``chunk_bl``.  It is the removed super-chunk forward (commit 4f35600, docs/gpu.md section 5:
+exact, slower as a whole) again, so that its levels can be timed apart.
 """
 from __future__ import annotations
 
