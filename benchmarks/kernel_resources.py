@@ -1,0 +1,152 @@
+"""Registers, spills and shared memory of the chunked forward's kernels, compiled offline for the H200.
+
+Triton compiles for ``sm_90a`` without a GPU, and its bundled ``ptxas -v`` reports what each kernel
+uses per thread: registers, the stack frame, spill stores and loads; Triton's metadata gives the
+shared memory.  From those, how many programs of the kernel can be resident on one SM at once
+(registers, shared memory and warps per SM of Hopper).  A sequential kernel's chain runs one program
+per (batch, head): where several fit an SM, more chains (the two-level form's segments, docs/gpu.md
+2.4) can hide each other's latency; spills move the chain's working set through L1 and L2.
+
+Run it with the Triton the device runs (3.6 there) to read the device's numbers:
+
+    pip install --no-deps --target /tmp/t36 triton==3.6.0
+    PYTHONPATH=/tmp/t36 python benchmarks/kernel_resources.py --out benchmarks/cpu_kernel_resources.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import tempfile
+
+# Hopper (sm_90): 64 K 32-bit registers, 228 KB shared memory (227 usable by one block), at most 32
+# blocks and 64 warps per SM; registers are allocated per warp in units of 256
+SM = {"regs": 65536, "shared": 228 * 1024, "blocks": 32, "warps": 64, "reg_unit": 256}
+SHAPES = {"S1": (8, 2048, 16, 64, 64), "S2": (32, 2048, 4, 128, 128), "S3": (4, 8192, 16, 64, 64)}
+
+
+def _signature(fn, consts: dict) -> dict:
+    sig = {}
+    for p in fn.params:
+        if p.is_constexpr:
+            sig[p.name] = "constexpr"
+        else:
+            sig[p.name] = "*fp32" if p.name.endswith("_ptr") else "i32"
+    return sig
+
+
+def resources(fn, consts: dict, warps: int) -> dict:
+    """Compile ``fn`` with ``consts`` for sm_90a and read what one program uses."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    src = ASTSource(fn=fn, signature=_signature(fn, consts), constexprs=consts)
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 1})
+    bin_ = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    with tempfile.TemporaryDirectory() as d:
+        ptx = os.path.join(d, "k.ptx")
+        with open(ptx, "w") as fh:
+            fh.write(k.asm["ptx"])
+        r = subprocess.run([os.path.join(bin_, "ptxas"), "-v", "--gpu-name", "sm_90a", "-O3", ptx, "-o",
+                            os.path.join(d, "k.cubin")], capture_output=True, text=True)
+        info, tool = r.stdout + r.stderr, "ptxas -v"
+        if r.returncode != 0:
+            # a ptxas older than the PTX Triton writes (Triton 3.9 here): Triton's own cubin, read by
+            # cuobjdump, gives registers and the stack but not the spill traffic
+            cubin = os.path.join(d, "t.cubin")
+            with open(cubin, "wb") as fh:
+                fh.write(k.asm["cubin"])
+            c = subprocess.run([os.path.join(bin_, "cuobjdump"), "--dump-resource-usage", cubin],
+                               capture_output=True, text=True)
+            if c.returncode != 0:
+                raise RuntimeError(f"ptxas: {info.strip()[-200:]}; cuobjdump: {c.stderr.strip()[-200:]}")
+            info, tool = c.stdout, "cuobjdump --dump-resource-usage (spills not reported)"
+
+    def num(pat, missing=0):
+        hit = re.search(pat, info)
+        return int(hit.group(1)) if hit else missing
+
+    reg = num(r"Used (\d+) registers") or num(r"REG:(\d+)")
+    spills = tool.startswith("ptxas")
+    out = {"warps": warps, "registers": reg,
+           "stack_bytes": num(r"(\d+) bytes stack frame") if spills else num(r"STACK:(\d+)"),
+           "spill_store_bytes": num(r"(\d+) bytes spill stores") if spills else None,
+           "spill_load_bytes": num(r"(\d+) bytes spill loads") if spills else None,
+           "shared_bytes": int(k.metadata.shared), "tool": tool}
+    per_warp = -(-reg * 32 // SM["reg_unit"]) * SM["reg_unit"]
+    by = {"registers": SM["regs"] // max(per_warp * warps, 1),
+          "shared": SM["shared"] // (out["shared_bytes"] + 1024) if out["shared_bytes"] else SM["blocks"],
+          "warps": SM["warps"] // warps, "blocks": SM["blocks"]}
+    out["programs_per_sm"] = min(by.values())
+    out["limited_by"] = min(by, key=by.get)
+    out["local_bytes_per_program"] = out["stack_bytes"] * 32 * warps
+    return out
+
+
+def forward_kernels(shape) -> dict:
+    """The chunked forward's covariance and mean kernels at ``shape`` with the default launch
+    configuration (``chunk_bl`` at ``C = 16``, decays present, one noise group)."""
+    from assocmem.gpu import _chunk_kernels as K
+    from assocmem.gpu.chunk import _block_d, _resolve
+    from assocmem.gpu.config import ChunkConfig
+
+    B, T, H, D, m = shape
+    C = 16
+    BD = _block_d(D)
+    cfg = _resolve(ChunkConfig(), D, m, 1, B * H, False)
+    matmul = BD <= 64 and C <= 32                        # chunk._cov_kernel's rule, the decays safe
+    kern = K.chunk_cov_fwd_mm_kernel if matmul else K.chunk_cov_fwd_kernel
+    cov_warps = (4 if C <= 16 else 8) if matmul else (4 if BD <= 32 else 8)
+    cov = dict(H=H, G=1, D=D, BD=BD, C=C, HAS_ALPHA=True)
+    if matmul:
+        cov["PREC"] = "ieee"
+    NVG = -(-m // cfg.BV)
+    mean = dict(H=H, G=1, D=D, M=m, MG=m, BD=BD, BV=cfg.BV, NVG=NVG, C=C, HAS_ALPHA=True, STORE_E=False,
+                PREC=cfg.mean_precision)
+    return {"covariance": {"kernel": kern.fn.__name__ if hasattr(kern, "fn") else kern.__name__,
+                           **resources(kern, cov, cov_warps)},
+            "mean": {"kernel": "chunk_mean_fwd_kernel", "BV": cfg.BV,
+                     **resources(K.chunk_mean_fwd_kernel, mean, cfg.mean_warps)},
+            "programs": {"covariance": B * H, "mean": B * H * NVG}}
+
+
+def main(argv=None) -> int:
+    import triton
+
+    from assocmem.provenance import provenance
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--shapes", default="S1,S2,S3")
+    p.add_argument("--variants", default="ieee:4,ieee:8,tf32x3:4,tf32x3:8,tf32:4,tf32:8",
+                   help="the quotient covariance kernel (D = 64, C = 16) also at these PREC:warps (comma list; "
+                        "'' for none)")
+    p.add_argument("--out", default=None)
+    a = p.parse_args(argv)
+    res = {"provenance": provenance({"triton": triton.__version__, "target": "sm_90a (offline: no GPU)"}),
+           "sm": SM, "shapes": {}}
+    for name in a.shapes.split(","):
+        entry = forward_kernels(SHAPES[name])
+        res["shapes"][name] = entry
+        print(name, json.dumps(entry))
+    if a.variants:
+        from assocmem.gpu import _chunk_kernels as K
+
+        res["covariance_variants"] = []
+        for item in a.variants.split(","):
+            prec, warps = item.split(":")
+            r = resources(K.chunk_cov_fwd_mm_kernel, dict(H=16, G=1, D=64, BD=64, C=16, HAS_ALPHA=True, PREC=prec),
+                          int(warps))
+            res["covariance_variants"].append({"PREC": prec, **r})
+            print("variant", prec, warps, json.dumps(r))
+    if a.out:
+        with open(a.out, "w") as fh:
+            json.dump(res, fh, indent=1)
+        print(f"JSON written to {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
