@@ -102,7 +102,7 @@ def forward_kernels(shape) -> dict:
     cov_warps = (4 if C <= 16 else 8) if matmul else (4 if BD <= 32 else 8)
     cov = dict(H=H, G=1, D=D, BD=BD, C=C, HAS_ALPHA=True)
     if matmul:
-        cov["PREC"] = "ieee"
+        cov.update(PREC="ieee", OMEGA_T=cfg.cov_omega == "transposed")
     NVG = -(-m // cfg.BV)
     mean = dict(H=H, G=1, D=D, M=m, MG=m, BD=BD, BV=cfg.BV, NVG=NVG, C=C, HAS_ALPHA=True, STORE_E=False,
                 PREC=cfg.mean_precision)
@@ -120,9 +120,10 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--shapes", default="S1,S2,S3")
-    p.add_argument("--variants", default="ieee:4,ieee:8,tf32x3:4,tf32x3:8,tf32:4,tf32:8",
-                   help="the quotient covariance kernel (D = 64, C = 16) also at these PREC:warps (comma list; "
-                        "'' for none)")
+    p.add_argument("--variants", default="ieee:4,ieee:8,ieee:4:transposed,ieee:8:transposed,tf32x3:4,tf32x3:8,"
+                                         "tf32:4,tf32:8",
+                   help="the quotient covariance kernel (D = 64, C = 16) also at these PREC:warps[:cov_omega] "
+                        "(comma list; '' for none)")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     res = {"provenance": provenance({"triton": triton.__version__, "target": "sm_90a (offline: no GPU)"}),
@@ -136,11 +137,12 @@ def main(argv=None) -> int:
 
         res["covariance_variants"] = []
         for item in a.variants.split(","):
-            prec, warps = item.split(":")
-            r = resources(K.chunk_cov_fwd_mm_kernel, dict(H=16, G=1, D=64, BD=64, C=16, HAS_ALPHA=True, PREC=prec),
-                          int(warps))
-            res["covariance_variants"].append({"PREC": prec, **r})
-            print("variant", prec, warps, json.dumps(r))
+            prec, warps, *om = item.split(":")
+            om = om[0] if om else "dot"
+            r = resources(K.chunk_cov_fwd_mm_kernel, dict(H=16, G=1, D=64, BD=64, C=16, HAS_ALPHA=True, PREC=prec,
+                                                          OMEGA_T=om == "transposed"), int(warps))
+            res["covariance_variants"].append({"PREC": prec, "cov_omega": om, **r})
+            print("variant", prec, warps, om, json.dumps(r))
     if a.out:
         with open(a.out, "w") as fh:
             json.dump(res, fh, indent=1)

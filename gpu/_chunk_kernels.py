@@ -225,7 +225,8 @@ def _mm_chunk_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, tok, n, T, ri, rc, mc,
 def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
                             u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT, N0, N1,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
-                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
+                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
+                            OMEGA_T: tl.constexpr = False):
     """The covariance pass with every ``C×D`` product hoisted out of the row loop.
 
     Decay ratios as quotients of cumulative decays *relative to the chunk*:
@@ -242,6 +243,10 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
     (:func:`.chunk._decays_safe`) checks the cumulative decays and otherwise
     runs :func:`chunk_cov_fwd_kernel` (products only).  Same inputs and outputs
     as that kernel.
+
+    ``OMEGA_T``: form ``(γ⊙K) P_0`` as ``(P_0 (γ⊙K)ᵀ)ᵀ`` (``P_0`` is kept bitwise symmetric).  At
+    ``D = 64``, ``C = 16``, 4 warps the direct product's fp32 operand layout makes ptxas spill 2.6 KB
+    a thread; the transposed one compiles without spills (``benchmarks/kernel_resources.py``).
     """
     pid = tl.program_id(0).to(tl.int64)
     i_g, i_bh, tok = _head_group(pid, T, H, G)
@@ -258,12 +263,20 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
         if HAS_ALPHA:
             gam, cc = tl.associative_scan((At, tl.where(mc, L2t, 0.)), 0, _decay_noise)
             Kg = gam * Kt
-            Og = tl.dot(Kg, P, input_precision=PREC) + (cc / gam) * Kt                 # Ω̃ (P symmetric)
+            if OMEGA_T:
+                KgP = tl.trans(tl.dot(P, tl.trans(Kg), input_precision=PREC))
+            else:
+                KgP = tl.dot(Kg, P, input_precision=PREC)
+            Og = KgP + (cc / gam) * Kt                                                    # Ω̃ (P symmetric)
         else:
             gam = At
             cc = tl.associative_scan(tl.where(mc, L2t, 0.), 0, _sum)
             Kg = Kt
-            Og = tl.dot(Kt, P, input_precision=PREC) + cc * Kt
+            if OMEGA_T:
+                KgP = tl.trans(tl.dot(P, tl.trans(Kt), input_precision=PREC))
+            else:
+                KgP = tl.dot(Kt, P, input_precision=PREC)
+            Og = KgP + cc * Kt
         Sy = tl.dot(Kg, tl.trans(Og), input_precision=PREC)                               # [C(τ), C(i)]
         Sy = tl.where(eye_c, Sy + R2t, Sy)
         # LDLᵀ of Σ_y one row at a time (innovations recursion), C×C tiles only, on the

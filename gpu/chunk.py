@@ -205,6 +205,8 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg: ChunkConfig, need_e):
     MT = _empty((B, H, D, m), f32, dev)
     kern, warps = _cov_kernel(K, cfg, a, C, D)
     cov_kw = dict(H=H, G=G, D=D, BD=BD, C=C, HAS_ALPHA=a is not None, num_warps=warps, num_stages=1)
+    if kern is K.chunk_cov_fwd_mm_kernel:
+        cov_kw["OMEGA_T"] = cfg.cov_omega == "transposed"
     NVG = -(-mg // cfg.BV)
     mean_kw = dict(H=H, G=G, D=D, M=m, MG=mg, BD=BD, BV=cfg.BV, NVG=NVG, C=C, HAS_ALPHA=a is not None,
                    STORE_E=need_e, PREC=cfg.mean_precision, num_warps=cfg.mean_warps, num_stages=1)

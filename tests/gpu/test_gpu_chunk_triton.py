@@ -298,3 +298,28 @@ def test_default_chunk_size_is_the_fastest_measured(interpret, make_inputs):
     o = chunk_bl(**x)[0]
     assert torch.equal(o, chunk_bl(**x, chunk_size=16)[0]) and not torch.equal(o, chunk_bl(**x, chunk_size=64)[0])
     assert torch.equal(chunk_bl_trace(**x)[2], chunk_bl_trace(**x, chunk_size=16)[2])
+
+
+@pytest.mark.parametrize("decay", ["none", "weak"])
+@pytest.mark.parametrize("init", [False, True])
+def test_transposed_omega_equals_the_direct_product(interpret, make_inputs, numpy_reference, relerr, decay, init):
+    """``ChunkConfig(cov_omega="transposed")``: the quotient kernel forms ``(γ⊙K) P₀`` as
+    ``(P₀ (γ⊙K)ᵀ)ᵀ`` (no register spills offline); the same filter as the direct product, to fp32
+    rounding, and as float64."""
+    x = make_inputs(1, 40, 2, 8, 8, alpha=decay != "none", init=init, seed=7)
+    x = _decays(x, decay, 40)
+    o_np, M_np, P_np, _ = numpy_reference(x)
+    outs = {}
+    for om in ("dot", "transposed"):
+        o, (M, P) = chunk_bl(**x, chunk_size=16, output_final_state=True,
+                             config=ChunkConfig(cov_kernel="matmul", cov_omega=om))
+        assert relerr(o_np, o) < FP32 and relerr(M_np, M) < FP32
+        assert relerr(np.asarray(P_np).reshape(P.shape), P) < FP32
+        outs[om] = (o, P)
+    assert relerr(outs["dot"][0], outs["transposed"][0]) < 1e-6
+    assert relerr(outs["dot"][1], outs["transposed"][1]) < 1e-6
+
+
+def test_cov_omega_is_checked():
+    with pytest.raises(ValueError, match="config.cov_omega must be one of 'dot', 'transposed'"):
+        ChunkConfig(cov_omega="sideways")
