@@ -323,3 +323,20 @@ def test_transposed_omega_equals_the_direct_product(interpret, make_inputs, nump
 def test_cov_omega_is_checked():
     with pytest.raises(ValueError, match="config.cov_omega must be one of 'dot', 'transposed'"):
         ChunkConfig(cov_omega="sideways")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the compiled kernels")
+def test_cuda_transposed_omega_equals_the_direct_product(make_inputs, numpy_reference, relerr):
+    """Compiled on the GPU at the benchmark's D = 64, C = 16: both forms of ``(γ⊙K) P₀`` give the
+    float64 filter to fp32 rounding."""
+    x = make_inputs(2, 256, 2, 64, 64, alpha=True, init=True, seed=3, dtype=torch.float32)
+    o_np, _, P_np, _ = numpy_reference(x)
+    xc = {k: (v.cuda() if torch.is_tensor(v) else tuple(t.cuda() for t in v) if v is not None else None)
+          for k, v in x.items()}
+    outs = []
+    for om in ("dot", "transposed"):
+        o, (M, P) = chunk_bl(**xc, chunk_size=16, output_final_state=True,
+                             config=ChunkConfig(cov_kernel="matmul", cov_omega=om))
+        assert relerr(o_np, o.cpu()) < 1e-4 and relerr(np.asarray(P_np).reshape(P.shape), P.cpu()) < 1e-4
+        outs.append(o)
+    assert relerr(outs[0].double().cpu(), outs[1].cpu()) < 1e-5
