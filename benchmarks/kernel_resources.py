@@ -1,4 +1,4 @@
-"""Registers, spills and shared memory of the chunked forward's kernels, compiled offline for the H200.
+"""Registers, spills and shared memory of the chunked op's kernels, compiled offline for the H200.
 
 Triton compiles for ``sm_90a`` without a GPU, and its bundled ``ptxas -v`` reports what each kernel
 uses per thread: registers, the stack frame, spill stores and loads; Triton's metadata gives the
@@ -102,7 +102,7 @@ def forward_kernels(shape) -> dict:
     cov_warps = (4 if C <= 16 else 8) if matmul else (4 if BD <= 32 else 8)
     cov = dict(H=H, G=1, D=D, BD=BD, C=C, HAS_ALPHA=True)
     if matmul:
-        cov.update(PREC="ieee", OMEGA_T=cfg.cov_omega == "transposed")
+        cov.update(PREC="ieee", STATE_LEFT=cfg.state_dot == "left")
     NVG = -(-m // cfg.BV)
     mean = dict(H=H, G=1, D=D, M=m, MG=m, BD=BD, BV=cfg.BV, NVG=NVG, C=C, HAS_ALPHA=True, STORE_E=False,
                 PREC=cfg.mean_precision)
@@ -113,6 +113,41 @@ def forward_kernels(shape) -> dict:
             "programs": {"covariance": B * H, "mean": B * H * NVG}}
 
 
+def _consts(fn, values: dict) -> dict:
+    """The constexpr arguments ``fn`` declares, from ``values`` (its defaults where ``values`` has none)."""
+    return {p.name: values[p.name] for p in fn.params if p.is_constexpr and p.name in values}
+
+
+def backward_kernels(shape, state_dot: str = "right") -> dict:
+    """The chunked backward's kernels (``chunk._chunk_backward``) at ``shape`` with the default launch
+    configuration: the state scans, the per-chunk passes and the epilogue."""
+    from assocmem.gpu import _chunk_bwd_kernels as KB
+    from assocmem.gpu.chunk import _block_d, _resolve
+    from assocmem.gpu.config import ChunkConfig
+
+    B, T, H, D, m = shape
+    C = 16
+    cfg = _resolve(ChunkConfig(), D, m, 1, B * H, False)
+    NVG = -(-m // cfg.bwd_BV)
+    values = dict(H=H, G=1, D=D, BD=_block_d(D), C=C, HAS_ALPHA=True, PREC=cfg.bwd_precision, M=m, MG=m,
+                  BV=cfg.bwd_BV, NVG=NVG, STORE_END=True, NEED_DG=True, STATE_LEFT=state_dot == "left")
+    out = {"bwd_BV": cfg.bwd_BV, "bwd_warps": cfg.bwd_warps, "bwd_precision": cfg.bwd_precision,
+           "state_dot": state_dot}
+    kernels = [("pstate", KB.chunk_bwd_pstate_kernel, {}), ("mstate", KB.chunk_bwd_mstate_kernel, {}),
+               ("gstate", KB.chunk_bwd_gstate_kernel, {}), ("hstate", KB.chunk_bwd_hstate_kernel, {}),
+               ("mean_par", KB.chunk_bwd_mean_par_kernel, {}), ("cov_par_sources", KB.chunk_bwd_cov_par_kernel,
+                                                                 {"OUT": False}),
+               ("cov_par_outputs", KB.chunk_bwd_cov_par_kernel, {"OUT": True}),
+               ("epilogue", KB.chunk_bwd_epilogue_kernel, {})]
+    for name, fn, extra in kernels:
+        warps = max(4, C // 4) if name == "epilogue" else cfg.bwd_warps
+        try:
+            out[name] = resources(fn, _consts(fn, {**values, **extra}), warps)
+        except Exception as exc:                  # recorded: the other kernels still report
+            out[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    return out
+
+
 def main(argv=None) -> int:
     import triton
 
@@ -120,9 +155,9 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--shapes", default="S1,S2,S3")
-    p.add_argument("--variants", default="ieee:4,ieee:8,ieee:4:transposed,ieee:8:transposed,tf32x3:4,tf32x3:8,"
+    p.add_argument("--variants", default="ieee:4,ieee:8,ieee:4:left,ieee:8:left,tf32x3:4,tf32x3:8,"
                                          "tf32:4,tf32:8",
-                   help="the quotient covariance kernel (D = 64, C = 16) also at these PREC:warps[:cov_omega] "
+                   help="the quotient covariance kernel (D = 64, C = 16) also at these PREC:warps[:state_dot] "
                         "(comma list; '' for none)")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
@@ -130,6 +165,9 @@ def main(argv=None) -> int:
            "sm": SM, "shapes": {}}
     for name in a.shapes.split(","):
         entry = forward_kernels(SHAPES[name])
+        if SHAPES[name][3] <= 64:                 # the chunked backward runs at D <= 64 ("auto")
+            entry["backward"] = backward_kernels(SHAPES[name])
+            entry["backward_state_left"] = backward_kernels(SHAPES[name], "left")
         res["shapes"][name] = entry
         print(name, json.dumps(entry))
     if a.variants:
@@ -138,10 +176,10 @@ def main(argv=None) -> int:
         res["covariance_variants"] = []
         for item in a.variants.split(","):
             prec, warps, *om = item.split(":")
-            om = om[0] if om else "dot"
+            om = om[0] if om else "right"
             r = resources(K.chunk_cov_fwd_mm_kernel, dict(H=16, G=1, D=64, BD=64, C=16, HAS_ALPHA=True, PREC=prec,
-                                                          OMEGA_T=om == "transposed"), int(warps))
-            res["covariance_variants"].append({"PREC": prec, "cov_omega": om, **r})
+                                                          STATE_LEFT=om == "left"), int(warps))
+            res["covariance_variants"].append({"PREC": prec, "state_dot": om, **r})
             print("variant", prec, warps, om, json.dumps(r))
     if a.out:
         with open(a.out, "w") as fh:

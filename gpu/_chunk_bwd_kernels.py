@@ -191,11 +191,20 @@ def chunk_bwd_mstate_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, m0_ptr, ms_ptr, me_pt
 
 
 @triton.jit
+def _by_state(X, S, PREC: tl.constexpr, STATE_LEFT: tl.constexpr):
+    """``X S`` for a ``C×D`` ``X`` and a symmetric ``D×D`` ``S``: directly, or as ``(S Xᵀ)ᵀ`` (``STATE_LEFT``:
+    the state as the left operand, which compiles for the H200 with far fewer register spills)."""
+    if STATE_LEFT:
+        return tl.trans(tl.dot(S, tl.trans(X), input_precision=PREC))
+    return tl.dot(X, S, input_precision=PREC)
+
+
+@triton.jit
 def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
                dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
                Hc, n, sn, pid, i_bh, tok, T, NT, TA, NA, A0,
                H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
-               HAS_ALPHA: tl.constexpr, PREC: tl.constexpr, OUT: tl.constexpr):
+               HAS_ALPHA: tl.constexpr, PREC: tl.constexpr, OUT: tl.constexpr, STATE_LEFT: tl.constexpr = False):
     """One chunk of the covariance adjoint: ``H`` at the chunk end → ``H`` at its start
     (returned); with ``OUT`` the per-token outputs are written / added.  Per chunk::
 
@@ -206,6 +215,8 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
 
     ``sn``: the chunk's row in the state buffer ``ps`` (see :func:`chunk_bwd_cov_par_kernel`); the
     accumulators hold ``NA`` chunks (``TA`` token rows) a batch row from chunk ``A0`` on.
+    ``STATE_LEFT``: the ``C×D`` by ``D×D`` products with the symmetric ``P`` and ``dP_m`` as the left
+    operand, ``(S Xᵀ)ᵀ`` (:func:`_by_state`; ``ChunkConfig.state_dot``).
     """
     i_g = pid % G
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
@@ -233,7 +244,7 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
     # P' = (γ_Cγ_Cᵀ) ⊙ (P − Zᵀ diag(β) Z) + diag(c_C)
     dPm = (tl.trans(glast) * glast) * Hc
     Pm = P - tl.dot(tl.trans(Z * bt), Z, input_precision=PREC)
-    ZH = tl.dot(Z, dPm, input_precision=PREC)
+    ZH = _by_state(Z, dPm, PREC, STATE_LEFT)
     dUt = tl.load(dut_ptr + (ra * C + ri) * D + rc, mask=mc, other=0.)
     dZ = -2.0 * bt * ZH + glast * dUt
     db = tl.load(dbeta_ptr + tki * G + i_g, mask=vr, other=0.) - tl.reduce(ZH * Z, 1, _sum, keep_dims=True)
@@ -249,7 +260,7 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
         tl.atomic_add(dqg_ptr + tka * D + rc, tl.dot(dA, Z, input_precision=PREC), mask=vr & mc)
     dZ = dZ + tl.dot(tl.trans(dA), Qg, input_precision=PREC)
     # Z = N Ω̃,  Ω̃ = Kγ P + (c/γ) ⊙ K
-    Om = tl.dot(Kg, P, input_precision=PREC) + cg * Kt
+    Om = _by_state(Kg, P, PREC, STATE_LEFT) + cg * Kt
     dN = tl.load(dn_ptr + ca + ri * C + ci) + tl.where(ri > ci, tl.dot(dZ, tl.trans(Om), input_precision=PREC), 0.)
     dOm = tl.dot(tl.trans(Nn), dZ, input_precision=PREC)
     # the LDLᵀ factorisation Σ_y = L diag(1/β) Lᵀ
@@ -264,7 +275,7 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
     dOm = dOm + tl.dot(tl.trans(dSl), Kg, input_precision=PREC)
     if OUT:
         tl.atomic_add(dkg_ptr + tka * D + rc,
-                      tl.dot(dSl, Om, input_precision=PREC) + tl.dot(dOm, P, input_precision=PREC), mask=vr & mc)
+                      tl.dot(dSl, Om, input_precision=PREC) + _by_state(dOm, P, PREC, STATE_LEFT), mask=vr & mc)
         tdk = dOm * Kt
         tl.atomic_add(dkd_ptr + tka * D + rc, cg * dOm, mask=vr & mc)
         tl.atomic_add(dc_ptr + tka * D + rc, tdk / gam, mask=vr & mc)
@@ -394,7 +405,7 @@ def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr
                              T, NT, N0, N1, TA, NA, A0,
                              H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                              C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
-                             OUT: tl.constexpr = False):
+                             OUT: tl.constexpr = False, STATE_LEFT: tl.constexpr = False):
     """One program per (b, h, g, chunk ``n`` of ``N0 … N1−1``; ``ps``, ``hs`` ``[B, H, G, N1−N0, D, D]``,
     row ``n − N0``).  ``OUT=False``: the chunk's source ``S_n`` (:func:`_cov_chunk` with ``H = 0``)
     into ``hs``; ``OUT=True``: the outputs from the chunk-end adjoint ``H_n`` in ``hs``.  A chunk
@@ -413,7 +424,8 @@ def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr
         Hc = tl.full((BD, BD), 0., tl.float32)
     Hc = _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_ptr, dn_ptr, dut_ptr,
                     dbeta_ptr, dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
-                    Hc, n, sn, pid, i_bh, tok, T, NT, TA, NA, A0, H, G, D, BD, C, HAS_ALPHA, PREC, OUT)
+                    Hc, n, sn, pid, i_bh, tok, T, NT, TA, NA, A0, H, G, D, BD, C, HAS_ALPHA, PREC, OUT,
+                    STATE_LEFT)
     if not OUT:
         tl.store(hp, Hc, mask=mr & mc)
 
@@ -421,7 +433,8 @@ def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr
 @triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
 def chunk_bwd_hstate_kernel(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, dp0_ptr, T, NT, N0, N1,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
-                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
+                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
+                            STATE_LEFT: tl.constexpr = False):
     """The covariance adjoint's chain: ``H ← Φᵀ H Φ + S_n`` with ``Φ = Γ − Ũᵀ X``, ``X = W Kγ``::
 
         Φᵀ H Φ = (γ_Cγ_Cᵀ) ⊙ H − A − Aᵀ + Xᵀ (Y Ũᵀ) X,   Y = Ũ H,  A = (γ_C ⊙ Yᵀ) X
@@ -451,7 +464,7 @@ def chunk_bwd_hstate_kernel(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, dp0_ptr
             Uc = Ut
         Wm = tl.load(w_ptr + (pid * NT + n) * C * C + ri * C + ci)
         X = tl.dot(Wm, Kt, input_precision=PREC)                                   # [C, BD]
-        Y = tl.dot(Uc, Hc, input_precision=PREC)                                   # [C, BD]
+        Y = _by_state(Uc, Hc, PREC, STATE_LEFT)                                    # [C, BD]
         A = tl.dot(tl.trans(Y) * tl.trans(glast), X, input_precision=PREC)         # [BD, BD]
         YU = tl.dot(Y, tl.trans(Uc), input_precision=PREC)                         # [C, C]
         Hc = (tl.trans(glast) * glast) * Hc - A - tl.trans(A) \

@@ -226,7 +226,7 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
                             u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT, N0, N1,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                             C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
-                            OMEGA_T: tl.constexpr = False):
+                            STATE_LEFT: tl.constexpr = False):
     """The covariance pass with every ``C×D`` product hoisted out of the row loop.
 
     Decay ratios as quotients of cumulative decays *relative to the chunk*:
@@ -244,7 +244,7 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
     runs :func:`chunk_cov_fwd_kernel` (products only).  Same inputs and outputs
     as that kernel.
 
-    ``OMEGA_T``: form ``(γ⊙K) P_0`` as ``(P_0 (γ⊙K)ᵀ)ᵀ`` (``P_0`` is kept bitwise symmetric).  At
+    ``STATE_LEFT``: form ``(γ⊙K) P_0`` as ``(P_0 (γ⊙K)ᵀ)ᵀ`` (``P_0`` is kept bitwise symmetric).  At
     ``D = 64``, ``C = 16``, 4 warps the direct product's fp32 operand layout makes ptxas spill 2.6 KB
     a thread; the transposed one compiles without spills (``benchmarks/kernel_resources.py``).
     """
@@ -263,7 +263,7 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
         if HAS_ALPHA:
             gam, cc = tl.associative_scan((At, tl.where(mc, L2t, 0.)), 0, _decay_noise)
             Kg = gam * Kt
-            if OMEGA_T:
+            if STATE_LEFT:
                 KgP = tl.trans(tl.dot(P, tl.trans(Kg), input_precision=PREC))
             else:
                 KgP = tl.dot(Kg, P, input_precision=PREC)
@@ -272,7 +272,7 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
             gam = At
             cc = tl.associative_scan(tl.where(mc, L2t, 0.), 0, _sum)
             Kg = Kt
-            if OMEGA_T:
+            if STATE_LEFT:
                 KgP = tl.trans(tl.dot(P, tl.trans(Kt), input_precision=PREC))
             else:
                 KgP = tl.dot(Kt, P, input_precision=PREC)

@@ -74,13 +74,13 @@ def inputs(torch, shape, device, seed, fla=False):
 
 
 def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=None,
-           bwd_segments=(None,), segment_tokens=(), cov_omegas=(None,)) -> dict[str, Op]:
+           bwd_segments=(None,), segment_tokens=(), state_dots=(None,)) -> dict[str, Op]:
     """``fused`` and ``chunk_C{C}`` for each of ``chunk_sizes``; with ``bwd_segments`` (values of
     ``ChunkConfig.bwd_segment_chunks``, ``None`` for ``chunk_config``'s own) one op per value,
     ``chunk_C{C}_L{L}`` for an integer ``L`` (the same forward, the backward in segments of ``L``
-    chunks: time and peak memory side by side in one process); with ``cov_omegas`` (values of
-    ``ChunkConfig.cov_omega``, ``None`` for ``chunk_config``'s own) the same per value, ``"transposed"``
-    named ``…_OT``; ``segments_C{C}_L{L}`` for each of
+    chunks: time and peak memory side by side in one process); with ``state_dots`` (values of
+    ``ChunkConfig.state_dot``, ``None`` for ``chunk_config``'s own) the same per value, ``"left"``
+    named ``…_SL``; ``segments_C{C}_L{L}`` for each of
     ``segment_tokens`` (:func:`.segments.chunk_bl_segments`, segments of ``L`` tokens; forward only, at
     the first of ``chunk_sizes``, 16 without one; a shape whose ``T`` it does not divide records an error)."""
     from dataclasses import replace
@@ -90,12 +90,12 @@ def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=N
 
     ops = {"fused": Op("fused", "bl", lambda x: fused_recurrent_bl(**x, validate=False, config=fused_config)[0])}
     for C in chunk_sizes:
-        for om in cov_omegas:
+        for sd in state_dots:
             for L in bwd_segments:
                 cfg = chunk_config if L is None else replace(chunk_config or ChunkConfig(), bwd_segment_chunks=L)
-                if om is not None:
-                    cfg = replace(cfg or ChunkConfig(), cov_omega=om)
-                name = f"chunk_C{C}" + ("" if L is None else f"_L{L}") + ("_OT" if om == "transposed" else "")
+                if sd is not None:
+                    cfg = replace(cfg or ChunkConfig(), state_dot=sd)
+                name = f"chunk_C{C}" + ("" if L is None else f"_L{L}") + ("_SL" if sd == "left" else "")
                 ops[name] = Op(name, "bl", lambda x, C=C, cfg=cfg: chunk_bl(
                     **x, chunk_size=C, validate=False, backward=backward, config=cfg)[0],
                     (C, cfg.bwd_segment_chunks if cfg is not None else None))
@@ -267,7 +267,7 @@ def _write(result, path):
 
 def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk_sizes=(16,), backward="auto",
         fused_config=None, chunk_config=None, do_drift=False, out=None, device=None, bwd_segments=(None,),
-        segment_tokens=DEFAULT_SEGMENT_TOKENS, cov_omegas=(None,)):
+        segment_tokens=DEFAULT_SEGMENT_TOKENS, state_dots=(None,)):
     """Check and time ``ops`` on ``shapes``; write the JSON to ``out`` after every step (a run cut
     short still leaves what it measured).  ``device``: CUDA by default (the tests pass a CPU
     device with ``TRITON_INTERPRET=1``: checks through the interpreter, wall times of one call)."""
@@ -283,7 +283,7 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
     except Exception:
         pass
     table_ops = bl_ops(chunk_sizes if "chunk" in ops else (), backward, fused_config, chunk_config, bwd_segments,
-                       segment_tokens if "segments" in ops else (), cov_omegas)
+                       segment_tokens if "segments" in ops else (), state_dots)
     if "fused" not in ops:
         del table_ops["fused"]
     fla = "not requested" if "fla" not in ops else fla_ops() if device.type == "cuda" else "needs CUDA"
@@ -292,7 +292,7 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
     result = {"provenance": provenance(info), "ops": list(table_ops), "fla": fla if isinstance(fla, str) else "ok",
               "ceilings": CEILINGS, "rates_note": RATES_NOTE,
               "config": {"backward": backward, "chunk_sizes": list(chunk_sizes), "bwd_segments": list(bwd_segments),
-                         "cov_omegas": list(cov_omegas),
+                         "state_dots": list(state_dots),
                          "segment_tokens": list(segment_tokens) if "segments" in ops else [],
                          "fused": asdict(fused_config) if fused_config else "default",
                          "chunk": asdict(chunk_config) if chunk_config else "default"},
@@ -458,7 +458,7 @@ def _segments_item(text: str):
 def add_arguments(p):
     from assocmem.args import Items
 
-    from .config import BACKWARDS, COV_OMEGAS, ChunkConfig, FusedConfig
+    from .config import BACKWARDS, STATE_DOTS, ChunkConfig, FusedConfig
 
     p.add_argument("--shapes", type=Items(SHAPES, what="shape"), default=DEFAULT_SHAPES,
                    help="comma list of shapes (B, T, H, D, m): " + ", ".join(f"{n} {s}" for n, s in SHAPES.items())
@@ -467,9 +467,9 @@ def add_arguments(p):
                    help="comma list of fused (fused_recurrent_bl), chunk (chunk_bl), segments (chunk_bl_segments, "
                         "issue 19's two-level prototype, forward only), fla (fla's delta-rule ops); default "
                         "fused,chunk,fla")
-    p.add_argument("--cov-omegas", type=Items(COV_OMEGAS, what="cov_omega"), default=(None,),
-                   help="comma list of ChunkConfig.cov_omega values (dot, transposed): one chunk op each, the "
-                        "transposed one named chunk_C{C}_OT, timed side by side (default: the config's own)")
+    p.add_argument("--state-dots", type=Items(STATE_DOTS, what="state_dot"), default=(None,),
+                   help="comma list of ChunkConfig.state_dot values (right, left): one chunk op each, the "
+                        "left one named chunk_C{C}_SL, timed side by side (default: the config's own)")
     p.add_argument("--segment-tokens", type=Items(item=_tokens_item, what="segment length"),
                    default=DEFAULT_SEGMENT_TOKENS,
                    help="comma list of chunk_bl_segments' segment lengths in tokens (multiples of the chunk size "
@@ -505,7 +505,7 @@ def run_args(args) -> int:
                          "checked by the test suite: python3 -m pytest -m gpu)")
     res = run(args.shapes, args.ops, args.modes, args.chunk_sizes, args.backward, args.fused_config,
               args.chunk_config, args.drift, out=str(out), bwd_segments=args.bwd_segments,
-              segment_tokens=args.segment_tokens, cov_omegas=args.cov_omegas)
+              segment_tokens=args.segment_tokens, state_dots=args.state_dots)
     print(f"JSON written to {out}")
     bad = [f"{n}/{o}" for n, e in res["shapes"].items() for o, c in e["check"].items() if not check_ok(c)]
     if bad:

@@ -206,7 +206,7 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg: ChunkConfig, need_e):
     kern, warps = _cov_kernel(K, cfg, a, C, D)
     cov_kw = dict(H=H, G=G, D=D, BD=BD, C=C, HAS_ALPHA=a is not None, num_warps=warps, num_stages=1)
     if kern is K.chunk_cov_fwd_mm_kernel:
-        cov_kw["OMEGA_T"] = cfg.cov_omega == "transposed"
+        cov_kw["STATE_LEFT"] = cfg.state_dot == "left"
     NVG = -(-mg // cfg.BV)
     mean_kw = dict(H=H, G=G, D=D, M=m, MG=mg, BD=BD, BV=cfg.BV, NVG=NVG, C=C, HAS_ALPHA=a is not None,
                    STORE_E=need_e, PREC=cfg.mean_precision, num_warps=cfg.mean_warps, num_stages=1)
@@ -332,6 +332,7 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     kw = dict(H=H, G=G, D=D, BD=BD, C=C, HAS_ALPHA=has_a, PREC=cfg.bwd_precision, num_warps=cfg.bwd_warps,
               num_stages=1)
     vkw = dict(kw, M=m, MG=mg, BV=BV, NVG=NVG)
+    skw = dict(kw, STATE_LEFT=cfg.state_dot == "left")     # the kernels with the D×D state in their products
     segs = _bwd_segments(cfg.bwd_segment_chunks, NT)
     S = len(segs)
     NB = max(n1 - n0 for n0, n1 in segs)       # chunks held by the four per-chunk state buffers
@@ -403,9 +404,9 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
         # 3. covariance side
         cargs = (q, k, ap, l2, u, beta, W, Ps, Hs, dAq, dN, dUt, dbeta, dr2, dQg, dKg, dKd, dc, dgam, dgC, dcC,
                  T, NT, n0, n1, TA, NA, a0)
-        KB.chunk_bwd_cov_par_kernel[(B * H * G * ns,)](*cargs, OUT=False, **kw)        # sources S_n
-        KB.chunk_bwd_hstate_kernel[(B * H * G,)](k, ap, u, W, hin, Hs, hout, T, NT, n0, n1, **kw)
-        KB.chunk_bwd_cov_par_kernel[(B * H * G * ns,)](*cargs, OUT=True, **kw)         # the outputs
+        KB.chunk_bwd_cov_par_kernel[(B * H * G * ns,)](*cargs, OUT=False, **skw)       # sources S_n
+        KB.chunk_bwd_hstate_kernel[(B * H * G,)](k, ap, u, W, hin, Hs, hout, T, NT, n0, n1, **skw)
+        KB.chunk_bwd_cov_par_kernel[(B * H * G * ns,)](*cargs, OUT=True, **skw)        # the outputs
         if local:
             epilogue(n0, n1, a0)
         gin, hin = gout, hout

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 WARPS = (1, 2, 4, 8, 16)
 BWD_REDUCES = ("atomic", "partials")
 COV_KERNELS = ("auto", "matmul", "rows")
-COV_OMEGAS = ("dot", "transposed")
+STATE_DOTS = ("right", "left")
 PRECISIONS = ("ieee", "tf32x3")
 BACKWARDS = ("auto", "recurrent", "chunked")
 
@@ -76,10 +76,13 @@ class ChunkConfig:
     ``mean_precision`` of the value-side products, ``"ieee"`` (full fp32) or ``"tf32x3"``
     (three TF32 tensor-core products with the rounding residues: fp32's accuracy without fp32
     ``D = 128`` tiles' register spills).  The covariance side is always full fp32 (TF32 there
-    loses three digits in the factorisation's pivots).  ``cov_omega``: how the quotient kernel forms
-    ``Ω̃ = (γ⊙K) P₀``, ``"dot"`` (that product) or ``"transposed"`` (``(P₀ (γ⊙K)ᵀ)ᵀ``, the same for the
-    symmetric ``P₀``: compiled offline for the H200 it does not spill, where ``"dot"`` at 4 warps
-    spills 2.6 KB a thread; ``benchmarks/cpu_kernel_resources.json``).  ``segments``: ``"auto"`` or a number of
+    loses three digits in the factorisation's pivots).  ``state_dot``: where the symmetric ``D×D``
+    state (``P₀``, and in the chunked backward ``dP`` and ``H``) goes in the ``C×D`` by ``D×D``
+    products of the quotient covariance kernel and the backward's covariance kernels: ``"right"``
+    (``X S``) or ``"left"`` (``(S Xᵀ)ᵀ``, the same for symmetric ``S``).  Compiled offline for the
+    H200, ``"right"`` spills (2.6 KB a thread in the forward at 4 warps, 12.4 KB in the backward's
+    covariance outputs) and ``"left"`` far less (``benchmarks/cpu_kernel_resources.json``).
+    ``segments``: ``"auto"`` or a number of
     chunk ranges launched one after the other so that the mean pass of one overlaps the
     covariance pass of the next (:func:`.chunk._segments`).
 
@@ -95,7 +98,7 @@ class ChunkConfig:
 
     cov_kernel: str = "auto"
     cov_warps: int | None = None
-    cov_omega: str = "dot"
+    state_dot: str = "right"
     BV: int | None = None
     mean_warps: int | None = None
     mean_precision: str | None = None
@@ -109,8 +112,7 @@ class ChunkConfig:
     def __post_init__(self):
         check_choice("cov_kernel", self.cov_kernel, COV_KERNELS)
         check_warps("cov_warps", self.cov_warps)
-        check_choice("cov_omega", self.cov_omega, COV_OMEGAS)
-        check_choice("cov_omega", self.cov_omega, COV_OMEGAS)
+        check_choice("state_dot", self.state_dot, STATE_DOTS)
         check_pow2("BV", self.BV, 16)               # tl.dot needs tiles of at least 16
         check_warps("mean_warps", self.mean_warps)
         if self.mean_precision is not None:

@@ -300,43 +300,71 @@ def test_default_chunk_size_is_the_fastest_measured(interpret, make_inputs):
     assert torch.equal(chunk_bl_trace(**x)[2], chunk_bl_trace(**x, chunk_size=16)[2])
 
 
+def _grads(fn, x, w, **kw):
+    """Gradients of ``(o·w).sum() + ΣM + ΣP²`` for every input given (``alpha`` may be None) and both
+    initial states (the covariance's symmetrised)."""
+    names = [n for n in ("q", "k", "v", "l2", "r2", "alpha") if x[n] is not None]
+    leaves = {n: x[n].clone().requires_grad_(True) for n in names}
+    st0 = tuple(t.clone().requires_grad_(True) for t in x["initial_state"])
+    o, (M, P) = fn(**{**x, **leaves, "initial_state": st0}, output_final_state=True, **kw)
+    ((o * w).sum() + M.sum() + (P ** 2).sum()).backward()
+    gP = st0[1].grad
+    return [t.grad for t in leaves.values()] + [st0[0].grad, 0.5 * (gP + gP.transpose(-1, -2))]
+
+
 @pytest.mark.parametrize("decay", ["none", "weak"])
 @pytest.mark.parametrize("init", [False, True])
-def test_transposed_omega_equals_the_direct_product(interpret, make_inputs, numpy_reference, relerr, decay, init):
-    """``ChunkConfig(cov_omega="transposed")``: the quotient kernel forms ``(γ⊙K) P₀`` as
-    ``(P₀ (γ⊙K)ᵀ)ᵀ`` (no register spills offline); the same filter as the direct product, to fp32
-    rounding, and as float64."""
-    x = make_inputs(1, 40, 2, 8, 8, alpha=decay != "none", init=init, seed=7)
+def test_state_left_equals_state_right(interpret, make_inputs, numpy_reference, relerr, decay, init):
+    """``ChunkConfig(state_dot="left")``: the quotient kernel and the chunked backward's covariance kernels
+    form their ``C×D`` by ``D×D`` products with the symmetric state as the left operand (far fewer
+    register spills offline); the same filter and the same gradients as ``"right"``, to fp32 rounding,
+    and the float64 filter's."""
+    x = make_inputs(1, 40, 2, 8, 8, alpha=decay != "none", init=True, seed=7)
     x = _decays(x, decay, 40)
+    if not init:
+        x["initial_state"] = (torch.zeros_like(x["initial_state"][0]), x["initial_state"][1])
     o_np, M_np, P_np, _ = numpy_reference(x)
-    outs = {}
-    for om in ("dot", "transposed"):
-        o, (M, P) = chunk_bl(**x, chunk_size=16, output_final_state=True,
-                             config=ChunkConfig(cov_kernel="matmul", cov_omega=om))
+    w = torch.randn(1, 40, 2, 8, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    outs, grads = {}, {}
+    for sd in ("right", "left"):
+        cfg = ChunkConfig(cov_kernel="matmul", state_dot=sd)
+        o, (M, P) = chunk_bl(**x, chunk_size=16, output_final_state=True, config=cfg)
         assert relerr(o_np, o) < FP32 and relerr(M_np, M) < FP32
         assert relerr(np.asarray(P_np).reshape(P.shape), P) < FP32
-        outs[om] = (o, P)
-    assert relerr(outs["dot"][0], outs["transposed"][0]) < 1e-6
-    assert relerr(outs["dot"][1], outs["transposed"][1]) < 1e-6
+        outs[sd] = (o, P)
+        grads[sd] = _grads(chunk_bl, x, w, chunk_size=16, backward="chunked", config=cfg)
+    assert relerr(outs["right"][0], outs["left"][0]) < 1e-6
+    assert relerr(outs["right"][1], outs["left"][1]) < 1e-6
+    ref = _grads(naive_bl, x, w)
+    for g_r, g_l, g64 in zip(grads["right"], grads["left"], ref):
+        assert not torch.isnan(g_l).any()
+        assert relerr(g_r, g_l) < 1e-5 and relerr(g64, g_l) < 1e-4
 
 
-def test_cov_omega_is_checked():
-    with pytest.raises(ValueError, match="config.cov_omega must be one of 'dot', 'transposed'"):
-        ChunkConfig(cov_omega="sideways")
+def test_state_dot_is_checked():
+    with pytest.raises(ValueError, match="config.state_dot must be one of 'right', 'left'"):
+        ChunkConfig(state_dot="up")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the compiled kernels")
-def test_cuda_transposed_omega_equals_the_direct_product(make_inputs, numpy_reference, relerr):
-    """Compiled on the GPU at the benchmark's D = 64, C = 16: both forms of ``(γ⊙K) P₀`` give the
-    float64 filter to fp32 rounding."""
+def test_cuda_state_left_equals_state_right(make_inputs, numpy_reference, relerr):
+    """Compiled on the GPU at the benchmark's D = 64, C = 16: both places of the state in the covariance
+    kernels' products give the float64 filter to fp32 rounding, forward and gradients."""
     x = make_inputs(2, 256, 2, 64, 64, alpha=True, init=True, seed=3, dtype=torch.float32)
     o_np, _, P_np, _ = numpy_reference(x)
     xc = {k: (v.cuda() if torch.is_tensor(v) else tuple(t.cuda() for t in v) if v is not None else None)
           for k, v in x.items()}
     outs = []
-    for om in ("dot", "transposed"):
-        o, (M, P) = chunk_bl(**xc, chunk_size=16, output_final_state=True,
-                             config=ChunkConfig(cov_kernel="matmul", cov_omega=om))
+    grads = []
+    for sd in ("right", "left"):
+        cfg = ChunkConfig(cov_kernel="matmul", state_dot=sd)
+        o, (M, P) = chunk_bl(**xc, chunk_size=16, output_final_state=True, config=cfg)
         assert relerr(o_np, o.cpu()) < 1e-4 and relerr(np.asarray(P_np).reshape(P.shape), P.cpu()) < 1e-4
         outs.append(o)
+        leaves = {n: xc[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2", "alpha")}
+        o2, _ = chunk_bl(**leaves, initial_state=xc["initial_state"], chunk_size=16, backward="chunked", config=cfg)
+        o2.sum().backward()
+        grads.append([t.grad for t in leaves.values()])
     assert relerr(outs[0].double().cpu(), outs[1].cpu()) < 1e-5
+    for g_r, g_l in zip(*grads):
+        assert relerr(g_r.double().cpu(), g_l.cpu()) < 1e-4

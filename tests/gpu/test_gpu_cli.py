@@ -24,7 +24,7 @@ def test_gpu_without_subcommand_is_usage_error(capsys):
     (["--fused-config", "cov_warps"], "--fused-config"), (["--out", "missing/b.json"], "--out"),
     (["--bwd-segments", "0"], "--bwd-segments"), (["--bwd-segments", "16,16"], "--bwd-segments"),
     (["--bwd-segments", "none,x"], "--bwd-segments"), (["--segment-tokens", "0"], "--segment-tokens"),
-    (["--segment-tokens", "64,x"], "--segment-tokens"), (["--cov-omegas", "dot,sideways"], "--cov-omegas")])
+    (["--segment-tokens", "64,x"], "--segment-tokens"), (["--state-dots", "right,up"], "--state-dots")])
 def test_bench_bad_argument_is_one_line_naming_the_flag(tmp_path, monkeypatch, capsys, argv, flag):
     monkeypatch.chdir(tmp_path)
     assert main(["gpu", "bench", *argv]) == 2
@@ -115,9 +115,9 @@ def test_bwd_segments_are_ops_side_by_side(tmp_path, monkeypatch):
     assert t["chunk_C16_L2"]["bwd_segment_buffers_MB"] < t["chunk_C16"]["bwd_segment_buffers_MB"]
 
 
-def test_cov_omegas_are_ops_side_by_side(tmp_path, monkeypatch):
-    """``--cov-omegas dot,transposed``: the chunk op twice, ``chunk_C16`` and ``chunk_C16_OT`` (the quotient
-    kernel's transposed Ω̃ product), both checked against float64 and timed in one process."""
+def test_state_dots_are_ops_side_by_side(tmp_path, monkeypatch):
+    """``--state-dots right,left``: the chunk op twice, ``chunk_C16`` and ``chunk_C16_SL`` (the state as the
+    left operand of the covariance kernels' products), both checked against float64 and timed in one process."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("triton")
     from assocmem.args import Parser
@@ -125,15 +125,15 @@ def test_cov_omegas_are_ops_side_by_side(tmp_path, monkeypatch):
 
     p = Parser(prog="b")
     bench.add_arguments(p)
-    assert p.parse_args(["--cov-omegas", "dot,transposed"]).cov_omegas == ("dot", "transposed")
-    ops = bench.bl_ops((16,), cov_omegas=("dot", "transposed"))
-    assert list(ops) == ["fused", "chunk_C16", "chunk_C16_OT"]
+    assert p.parse_args(["--state-dots", "right,left"]).state_dots == ("right", "left")
+    ops = bench.bl_ops((16,), state_dots=("right", "left"))
+    assert list(ops) == ["fused", "chunk_C16", "chunk_C16_SL"]
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     out = tmp_path / "b.json"
     bench.run(["tiny"], ("chunk",), modes=("fwd",), out=str(out), device=torch.device("cpu"),
-              cov_omegas=("dot", "transposed"))
+              state_dots=("right", "left"))
     res = json.loads(out.read_text())
-    assert res["ops"] == ["chunk_C16", "chunk_C16_OT"] and res["config"]["cov_omegas"] == ["dot", "transposed"]
+    assert res["ops"] == ["chunk_C16", "chunk_C16_SL"] and res["config"]["state_dots"] == ["right", "left"]
     assert all(bench.check_ok(res["shapes"]["tiny"]["check"][o]) for o in res["ops"])
 
 
