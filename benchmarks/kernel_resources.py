@@ -148,6 +148,28 @@ def backward_kernels(shape, state_dot: str = "right") -> dict:
     return out
 
 
+def fused_kernels(shape) -> dict:
+    """The token-by-token op's kernels (``fused_recurrent_bl``; its backward is ``chunk_bl``'s at
+    ``D = 128``) at ``shape`` with the default launch configuration."""
+    from assocmem.gpu import _fused_recurrent_kernels as F
+    from assocmem.gpu.fused_recurrent import default_config
+
+    B, T, H, D, m = shape
+    cfg = default_config(D, m, 1, B * H)
+    NV = -(-m // cfg.BV)
+    values = dict(H=H, G=1, D=D, M=m, MG=m, BD=D, BV=cfg.BV, NV=NV, HAS_ALPHA=True, STORE_E=True, ATOMIC=NV > 1)
+    out = {"BV": cfg.BV, "cov_warps": cfg.cov_warps, "mean_warps": cfg.mean_warps}
+    for name in ("cov_fwd_kernel", "mean_fwd_kernel", "mean_bwd_rev_kernel", "cov_bwd_rev_kernel",
+                 "cov_bwd_fwd_kernel", "mean_bwd_fwd_kernel"):
+        fn = getattr(F, name)
+        warps = cfg.cov_warps if name.startswith("cov") else cfg.mean_warps
+        try:
+            out[name] = resources(fn, _consts(fn, values), warps)
+        except Exception as exc:
+            out[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    return out
+
+
 def main(argv=None) -> int:
     import triton
 
@@ -168,6 +190,7 @@ def main(argv=None) -> int:
         if SHAPES[name][3] <= 64:                 # the chunked backward runs at D <= 64 ("auto")
             entry["backward"] = backward_kernels(SHAPES[name])
             entry["backward_state_left"] = backward_kernels(SHAPES[name], "left")
+        entry["fused_recurrent"] = fused_kernels(SHAPES[name])
         res["shapes"][name] = entry
         print(name, json.dumps(entry))
     if a.variants:
