@@ -438,12 +438,16 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
         from .mqar_models import MQARModel
 
         cfg = Mq.train_configs(pr["variant"])[0][0]
-        kw = {"backend": pr["gdn_backend"]} if model in ("gdn", "gdn-conv") else {}
-        if model == "mamba2":
-            kw = {"core": pr.get("mamba2_core", "auto")}
-        if model == "bl":
-            kw = {"op": pr.get("bl_op", "fused"), "decay": pr.get("bl_decay", False), "n_heads": pr.get("bl_heads", 4),
-                  "noise_init": pr.get("bl_noise_init", 0.05)}
+        # a protocol recorded before an option existed took its default, read from the table
+        opt = lambda k: pr.get(k, PROTOCOL["mqar"][k][0])  # noqa: E731
+        kw = {}
+        if model in ("gdn", "gdn-conv"):
+            kw = {"backend": opt("gdn_backend")}
+        elif model == "mamba2":
+            kw = {"core": opt("mamba2_core")}
+        elif model == "bl":
+            kw = {"op": opt("bl_op"), "decay": opt("bl_decay"), "n_heads": opt("bl_heads"),
+                  "noise_init": opt("bl_noise_init")}
         return MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=pr["d_model"], n_layers=2, mixer=model,
                          backbone=pr["backbone"], **kw)
     if task == "dag_reachability":
