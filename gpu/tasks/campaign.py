@@ -469,8 +469,9 @@ def device20():
     what a call returns; fixed in scripts/device_campaign.sh), and a run must finish in the session that
     starts it.  Then Mamba2 on Update at the grid's last rate, 3e-4 (it did not learn at 1e-3 or 3e-3:
     training accuracy 0.02 and 0.05 after 25,000 steps); run the CUDA tests of its core first
-    (``--pytest "gpu/test_fla_mamba2.py"``, a path from ``tests/``: the core's gradients against the
-    layer's own path at the MQAR sizes, and its self-check, now also in the mixer's own regime).  Then
+    (``--pytest "gpu/test_fla_mamba2.py gpu/test_gpu_chunk_triton.py -k cuda"``, paths from ``tests/``:
+    the core's gradients against the layer's own path at the MQAR sizes, and its self-check, now also in
+    the mixer's own regime; docs/tasks.md has the calls).  Then
     GDN-conv on Update with the updates interleaved (it trained to 1.00 in the fifth session and stopped
     in its test evaluation), then :func:`device19`'s remaining runs."""
     jobs = grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3})

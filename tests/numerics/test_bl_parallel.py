@@ -60,10 +60,13 @@ def _case(rng, T, D, m, G, decay, l2_kind, r2_kind, mask, init):
     return x
 
 
-def _check(x, G, C, how):
+def _check(x, G, C, how, op=None):
+    """``op(**x, groups=G, chunk_size=C, keep_states=True)`` (default: ``bl_parallel`` with ``scan=how``)
+    against ``bl_filter``: every read-out and state, and the chunk-start states."""
     tol = _tol(x)
     ref = bl_filter(**x, groups=G, keep_states=True)
-    got = bl_parallel(**x, groups=G, chunk_size=C, scan=how, keep_states=True)
+    op = op or (lambda **kw: bl_parallel(**kw, scan=how))
+    got = op(**x, groups=G, chunk_size=C, keep_states=True)
     for name in ("y", "M", "P", "Ms", "Ps", "beta", "u"):
         e = _rel(getattr(got, name), getattr(ref, name))
         assert e <= tol, (name, e)

@@ -9,26 +9,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from assocmem.numerics import bl_filter
 from assocmem.numerics.bl_parallel import (SCANS, ScanElement, chunk_elements, chunk_factors, combine, fold,
                                            token_elements)
 from assocmem.numerics.bl_segments import absorb, absorb_flops, bl_segments, segment_elements
-from test_bl_parallel import _case, _rel, _tol
+from test_bl_parallel import _case, _check as _check_op, _rel
 
 
 def _check(x, G, C, L, how="tree"):
-    tol = _tol(x)
-    ref = bl_filter(**x, groups=G, keep_states=True)
-    got = bl_segments(**x, groups=G, chunk_size=C, segment_chunks=L, scan_how=how, keep_states=True)
-    for name in ("y", "M", "P", "Ms", "Ps", "beta", "u"):
-        e = _rel(getattr(got, name), getattr(ref, name))
-        assert e <= tol, (name, e, tol)
-    T = x["keys"].shape[0]
-    starts = range(C, T, C)
-    if len(starts):
-        assert _rel(got.chunk_P[1:], ref.Ps[[s - 1 for s in starts]]) <= tol
-        assert _rel(got.chunk_M[1:], ref.Ms[[s - 1 for s in starts]]) <= tol
-    return got
+    return _check_op(x, G, C, how, op=lambda **kw: bl_segments(**kw, segment_chunks=L, scan_how=how))
 
 
 @settings(max_examples=150, deadline=None)
