@@ -83,6 +83,14 @@ def _packed(out):
     return names, ck
 
 
+def _call(root, env, *extra, timeout=120):
+    """One device call of the script (plan device5, a 300 s call), which must exit 0."""
+    r = subprocess.run(["bash", str(SCRIPT), *extra, "--plan", "device5", "--call-limit-s", "300"], cwd=root,
+                       env=env, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
 def test_budget_is_clamped_and_only_unfinished_checkpoints_return(tmp_path):
     env, out = _env(tmp_path)
     r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--budget-s", "9999", "--call-limit-s", "300"],
@@ -160,9 +168,7 @@ def test_results_always_come_back_and_the_checkpoints_fit_beside_them(tmp_path, 
     together), three do not, so the largest is named as left behind and results.tgz still comes back
     (2 December: five pieces of checkpoints crowded out results.tgz and a finished run was lost)."""
     env, out = _env(tmp_path, STUB_BIG_CKPTS=" ".join(str(i) for i in range(n_big)))
-    r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--call-limit-s", "300"],
-                       cwd=_checkout(tmp_path), env=env, capture_output=True, text=True, timeout=240)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = _call(_checkout(tmp_path), env, timeout=240)
     assert _returned(out), sorted((p.name, p.stat().st_size) for p in out.iterdir())
     names, ck = _packed(out)
     assert "results/mqar/bl_s0.json" in names
@@ -178,15 +184,11 @@ def test_a_warm_machine_keeps_the_last_calls_results_even_when_they_did_not_come
     results.tgz never reached the next call's .resume/ (only an older one did)."""
     env, out = _env(tmp_path, STUB_FINISH="base_s0")
     root = _checkout(tmp_path)
-    r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--call-limit-s", "300"], cwd=root, env=env,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = _call(root, env)
     shutil.rmtree(out)
     out.mkdir()                                     # its return was lost: nothing carried back
     env.pop("STUB_FINISH")
-    r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--call-limit-s", "300"], cwd=root, env=env,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = _call(root, env)
     assert "results from this machine's stash (the last call's)" in r.stdout
     starts = [x for x in (tmp_path / "log").read_text().splitlines() if x.startswith("results at the start")]
     assert starts == ["results at the start: ", "results at the start: base_s0.json bl_s0.json "], starts
@@ -222,9 +224,7 @@ def test_the_triton_cache_is_carried_in_and_comes_back(tmp_path, big):
         t.addfile(info, io.BytesIO(data))
     (root / ".resume" / "triton-cache.tgz").write_bytes(buf.getvalue())
     env, out = _env(tmp_path, TRITON_CACHE_DIR=str(tmp_path / "tcache"), **({"STUB_TRITON_BIG": "1"} if big else {}))
-    r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--call-limit-s", "300"], cwd=root, env=env,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = _call(root, env)
     assert "triton cache from .resume/triton-cache.tgz: 1 autotuning results" in r.stdout
     assert "the run sees TRITON_CACHE_AUTOTUNING=1 carried=carried-json" in (tmp_path / "log").read_text()
     with tarfile.open(out / "triton-cache.tgz") as t:
@@ -244,15 +244,11 @@ def test_a_warm_machine_keeps_the_unfinished_checkpoints_for_the_next_call(tmp_p
     finished run's checkpoint is not kept."""
     env, out = _env(tmp_path)
     root = _checkout(tmp_path)
-    r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--call-limit-s", "300"], cwd=root, env=env,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = _call(root, env)
     assert sorted(p.name for p in (tmp_path / "stash").rglob("*.ckpt.pt")) == ["gdn_s0.ckpt.pt"]
     shutil.rmtree(out)
     out.mkdir()                                     # the device empties $OUT before each call
-    r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5", "--call-limit-s", "300"], cwd=root, env=env,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = _call(root, env)
     assert "checkpoint from this machine's stash: results/mqar/gdn_s0.ckpt.pt" in r.stdout
     starts = [x for x in (tmp_path / "log").read_text().splitlines() if x.startswith("checkpoints at the start")]
     assert starts == ["checkpoints at the start: ", "checkpoints at the start: gdn_s0.ckpt.pt "], starts
