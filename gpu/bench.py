@@ -435,24 +435,18 @@ def _config_items(cls):
     return parse
 
 
-def _tokens_item(text: str):
+def _tokens_item(text: str, also: str = ""):
     """One value of ``--segment-tokens``: an integer ``>= 1``."""
     import argparse
 
     if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError("must be an integer >= 1")
+        raise argparse.ArgumentTypeError("must be an integer >= 1" + also)
     return int(text)
 
 
 def _segments_item(text: str):
     """One value of ``--bwd-segments``: ``none`` or an integer ``L >= 1``."""
-    import argparse
-
-    if text.lower() == "none":
-        return None
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError("must be an integer >= 1 or none")
-    return int(text)
+    return None if text.lower() == "none" else _tokens_item(text, " or none")
 
 
 def add_arguments(p):
