@@ -83,6 +83,8 @@ def segment_starts(A, b, Cs, eta, J, M0, P0):
 
 
 def _check_segment_tokens(segment_tokens, chunk_size: int, T: int) -> None:
+    if chunk_size not in CHUNK_SIZES:
+        raise ValueError(f"chunk_size must be one of {CHUNK_SIZES} (got {chunk_size!r})")
     if not isinstance(segment_tokens, int) or isinstance(segment_tokens, bool) or segment_tokens < chunk_size \
             or segment_tokens % chunk_size or T % segment_tokens:
         raise ValueError(f"segment_tokens must be a multiple of chunk_size ({chunk_size}) that divides T ({T}) "
@@ -96,8 +98,6 @@ def chunk_bl_segments(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, o
     arguments and results), forward only, without ``write_mask`` and with one noise group.
     ``segment_tokens``: the segment length ``L``, a multiple of ``chunk_size`` that divides ``T``.
     Needs a Triton mode (CUDA, or ``TRITON_INTERPRET=1`` on a CPU)."""
-    if chunk_size not in CHUNK_SIZES:
-        raise ValueError(f"chunk_size must be one of {CHUNK_SIZES} (got {chunk_size!r})")
     x, mode = enter("chunk_bl_segments", q, k, v, l2, r2, alpha, p0, initial_state, g=g, validate=validate,
                     write_mask=None, needs_kernels=True)
     B, T, H, D, m = x.dims
@@ -158,8 +158,6 @@ def anatomy(q, k, v, l2, r2, alpha=None, *, chunk_size: int = DEFAULT_CHUNK_SIZE
         def bench(fn):
             return float(do_bench(fn, warmup=10, rep=60, return_mode="median"))
     T = x.dims[1]
-    if chunk_size not in CHUNK_SIZES:
-        raise ValueError(f"chunk_size must be one of {CHUNK_SIZES} (got {chunk_size!r})")
     _check_segment_tokens(segment_tokens, chunk_size, T)
     lv = _Levels(x, mode == "interpret", chunk_size, T // segment_tokens, None)
     with torch.no_grad():
