@@ -35,7 +35,7 @@ from ._dispatch import kernels as _load_kernels
 _common = _load_kernels(os.environ.get("TRITON_INTERPRET", "0") == "1", "_kernel_common.py")
 _sum, _mul, _max, _decay_noise = _common._sum, _common._mul, _common._max, _common._decay_noise
 _head_group, _value_block, _tiles = _common._head_group, _common._value_block, _common._tiles
-_rows, _last_row = _common._rows, _common._last_row
+_rows, _last_row, _by_state = _common._rows, _common._last_row, _common._by_state
 
 
 # --------------------------------------------------------------------------
@@ -191,15 +191,6 @@ def chunk_bwd_mstate_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, m0_ptr, ms_ptr, me_pt
 
 
 @triton.jit
-def _by_state(X, S, PREC: tl.constexpr, STATE_LEFT: tl.constexpr):
-    """``X S`` for a ``C×D`` ``X`` and a symmetric ``D×D`` ``S``: directly, or as ``(S Xᵀ)ᵀ`` (``STATE_LEFT``:
-    the state as the left operand, which compiles for the H200 with far fewer register spills)."""
-    if STATE_LEFT:
-        return tl.trans(tl.dot(S, tl.trans(X), input_precision=PREC))
-    return tl.dot(X, S, input_precision=PREC)
-
-
-@triton.jit
 def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
                dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
                Hc, n, sn, pid, i_bh, tok, T, NT, TA, NA, A0,
@@ -216,7 +207,7 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
     ``sn``: the chunk's row in the state buffer ``ps`` (see :func:`chunk_bwd_cov_par_kernel`); the
     accumulators hold ``NA`` chunks (``TA`` token rows) a batch row from chunk ``A0`` on.
     ``STATE_LEFT``: the ``C×D`` by ``D×D`` products with the symmetric ``P`` and ``dP_m`` as the left
-    operand, ``(S Xᵀ)ᵀ`` (:func:`_by_state`; ``ChunkConfig.state_dot``).
+    operand, ``(S Xᵀ)ᵀ`` (``_by_state``; ``ChunkConfig.state_dot``).
     """
     i_g = pid % G
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)

@@ -65,7 +65,7 @@ from ._dispatch import kernels as _load_kernels
 _common = _load_kernels(os.environ.get("TRITON_INTERPRET", "0") == "1", "_kernel_common.py")
 _sum, _mul, _max, _decay_noise = _common._sum, _common._mul, _common._max, _common._decay_noise
 _head_group, _value_block, _tiles = _common._head_group, _common._value_block, _common._tiles
-_rows, _last_row = _common._rows, _common._last_row
+_rows, _last_row, _by_state = _common._rows, _common._last_row, _common._by_state
 
 
 @triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
@@ -244,9 +244,9 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
     runs :func:`chunk_cov_fwd_kernel` (products only).  Same inputs and outputs
     as that kernel.
 
-    ``STATE_LEFT``: form ``(γ⊙K) P_0`` as ``(P_0 (γ⊙K)ᵀ)ᵀ`` (``P_0`` is kept bitwise symmetric).  At
-    ``D = 64``, ``C = 16``, 4 warps the direct product's fp32 operand layout makes ptxas spill 2.6 KB
-    a thread; the transposed one compiles without spills (``benchmarks/kernel_resources.py``).
+    ``STATE_LEFT``: form ``(γ⊙K) P_0`` as ``(P_0 (γ⊙K)ᵀ)ᵀ`` (``_by_state``; ``P_0`` is kept bitwise
+    symmetric).  At ``D = 64``, ``C = 16``, 4 warps the direct product's fp32 operand layout makes ptxas
+    spill 2.6 KB a thread; the transposed one compiles without spills (``benchmarks/kernel_resources.py``).
     """
     pid = tl.program_id(0).to(tl.int64)
     i_g, i_bh, tok = _head_group(pid, T, H, G)
@@ -263,20 +263,12 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
         if HAS_ALPHA:
             gam, cc = tl.associative_scan((At, tl.where(mc, L2t, 0.)), 0, _decay_noise)
             Kg = gam * Kt
-            if STATE_LEFT:
-                KgP = tl.trans(tl.dot(P, tl.trans(Kg), input_precision=PREC))
-            else:
-                KgP = tl.dot(Kg, P, input_precision=PREC)
-            Og = KgP + (cc / gam) * Kt                                                    # Ω̃ (P symmetric)
+            Og = _by_state(Kg, P, PREC, STATE_LEFT) + (cc / gam) * Kt                  # Ω̃ (P symmetric)
         else:
             gam = At
             cc = tl.associative_scan(tl.where(mc, L2t, 0.), 0, _sum)
             Kg = Kt
-            if STATE_LEFT:
-                KgP = tl.trans(tl.dot(P, tl.trans(Kt), input_precision=PREC))
-            else:
-                KgP = tl.dot(Kt, P, input_precision=PREC)
-            Og = KgP + cc * Kt
+            Og = _by_state(Kt, P, PREC, STATE_LEFT) + cc * Kt
         Sy = tl.dot(Kg, tl.trans(Og), input_precision=PREC)                               # [C(τ), C(i)]
         Sy = tl.where(eye_c, Sy + R2t, Sy)
         # LDLᵀ of Σ_y one row at a time (innovations recursion), C×C tiles only, on the

@@ -104,3 +104,13 @@ def _rows(ri, n, tok, T, H: tl.constexpr, C: tl.constexpr):
 def _last_row(x, ri, C: tl.constexpr):
     """Row ``C − 1`` of ``x [C, BD]`` as ``[1, BD]``."""
     return tl.reduce(tl.where(ri == C - 1, x, 0.), 0, _sum, keep_dims=True)
+
+
+@triton.jit
+def _by_state(X, S, PREC: tl.constexpr, STATE_LEFT: tl.constexpr):
+    """``X S`` for a ``C×D`` ``X`` and a symmetric ``D×D`` ``S`` (a covariance state or its adjoint):
+    directly, or as ``(S Xᵀ)ᵀ`` (``STATE_LEFT``, ``ChunkConfig.state_dot="left"``: the state as the left
+    operand; compiled for the H200 the direct fp32 product spills, ``benchmarks/kernel_resources.py``)."""
+    if STATE_LEFT:
+        return tl.trans(tl.dot(S, tl.trans(X), input_precision=PREC))
+    return tl.dot(X, S, input_precision=PREC)
