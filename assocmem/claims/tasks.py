@@ -213,7 +213,8 @@ DOCUMENTED = {
     # BL Fig. 4 (docs/tasks_mqar_dag.md), seed 0 under the default protocol (zoology backbone)
     "mqar.update16_bl_88": True,        # 0.96 at 16 updates (lr 3e-3, 2 December)
     # GDN-conv 1.00 at 16 updates, Mamba2 0.00 (it did not learn: training accuracy 0.02 and 0.05 after
-    # 25,000 steps at lr 1e-3 and 3e-3), neither near 0.60 (2 December, fourth and fifth sessions)
+    # 25,000 steps at lr 1e-3 and 3e-3, 0.005 at step 11,500 of 3e-4), neither near 0.60 (2 December,
+    # fourth to sixth sessions; Mamba2's candidate cause, weight decay on A_log / dt_bias, not yet run)
     "mqar.update16_gdn_conv_mamba2_60": False,
     "mqar.update16_gdn_98": True,       # 0.99 at 16 updates (2 December)
     # GDN 0.997 at 16 pairs, BL 0.91 (seed 1: 0.996): BL is not 25 points below GDN
@@ -963,6 +964,17 @@ def mqar(ev: Evidence) -> None:
     if stuck:
         ev.record(did_not_learn=stuck_keys)
         ev.summary += "; did not learn (below 1/P on its own pool): " + "; ".join(stuck)
+    drift = _mqar_decay_drift()
+    if drift:
+        ev.record(decay_drift=drift)
+        ev.summary += "; " + "; ".join(
+            f"{r['model']} {r['variant']} (lr {r['lr']:g}) at step {r['step']:,}: its A_log and dt_bias moved "
+            f"the weight decay's way, {r['share_range'][0]:.2f}-{r['share_range'][1]:.2f} times as far as the "
+            f"decay alone moves them (retention per token at the bias "
+            f"{min(min(x) for x in r['retention_init']):.2f}-{max(max(x) for x in r['retention_init']):.2f} at "
+            f"the start, {min(min(x) for x in r['retention_then']):.2f}-"
+            f"{max(max(x) for x in r['retention_then']):.2f} then; its ablation: wd_exempt=marked)"
+            for r in drift if r["share_range"])
     if probes:
         ev.record(fresh_data_probes=probes)
         both = [b for b in probes["by_backbone"] if "mlp" in b and "zoology" in b]
@@ -973,6 +985,26 @@ def mqar(ev: Evidence) -> None:
                      for b in both if b["probe"] == cfg]
             ev.summary += (f"; fresh-data probe ({cfg}; not the paper's protocol), test accuracy under "
                            f"backbone=mlp -> backbone=zoology: " + ", ".join(pairs))
+
+
+def _mqar_decay_drift() -> list:
+    """``results/mqar/diagnostics/*decay-drift.json`` (``scripts/mqar_decay_drift.py``): per checkpoint,
+    the run, its step and how much of its fla mixers' A_log / dt_bias drift the weight decay alone
+    accounts for, with the retention per token at the bias at the start and at that step."""
+    d = RESULTS / "mqar" / "diagnostics" if RESULTS is not None else None
+    if d is None or not d.is_dir():
+        return []
+    rows = []
+    for path in sorted(d.glob("*decay-drift.json")):
+        rec = json.loads(path.read_text())
+        shares = [v for v in rec["drift_share_of_decay_only"].values() if v is not None]
+        rows.append({"file": path.name, "model": rec["model"], "lr": rec["protocol"]["lr"],
+                     "variant": rec["protocol"]["variant"], "step": rec["step"], "steps": rec["steps"],
+                     "decay_only_factor": rec["decay_only_factor"],
+                     "share_range": [min(shares), max(shares)] if shares else None,
+                     "retention_init": [r["retention"] for r in rec["init"]],
+                     "retention_then": [r["retention"] for r in rec["final"]]})
+    return rows
 
 
 def _mqar_probes() -> dict:

@@ -481,6 +481,24 @@ def device20():
     return jobs + [j for j in device19() if job_name(j) not in names]
 
 
+def device21():
+    """The next session's plan (issue 16, MQAR), after the sixth session of 2 December.  BL's Base run
+    finished there (test 0.83 at length 512, 64 pairs).  Mamba2 did not learn on Update at any rate of
+    the grid (training accuracy 0.02, 0.05 after 25,000 steps at 1e-3, 3e-3; 0.005 at step 11,500 of
+    3e-4), and the CUDA tests cleared its core (gradients equal to the layer's own path at the MQAR sizes).
+    What its checkpoint showed instead: its A_log and dt_bias moved as AdamW's weight decay alone moves
+    them (results/mqar/diagnostics/, scripts/mqar_decay_drift.py), which at 1e-3 and 3e-3 shortens every
+    head's memory at the bias to 2-3.5 tokens by the end.  So Mamba2 on Update with ``wd_exempt=marked``
+    (those parameters not decayed, as mamba_ssm's and fla's trainers leave them) at 1e-3 and 3e-3 first,
+    then GDN-conv interleaved (trained to 1.00 twice, its test evaluation never reached), then
+    :func:`device20`'s remaining runs."""
+    jobs = grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 1e-3, "wd_exempt": "marked"})
+    jobs += grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 3e-3, "wd_exempt": "marked"})
+    jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "update", "update_order": "interleaved"})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device20() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -500,7 +518,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21}
 
 
 def cost(job) -> float:

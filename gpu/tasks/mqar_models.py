@@ -472,6 +472,26 @@ class Mamba2Mixer(_FLAMixer):
         return "torch on CPU (fla torch_forward; assocmem.gpu.tasks.fla_cpu)"
 
 
+def mixer_dynamics(net: nn.Module) -> Optional[list]:
+    """The input-independent part of each fla mixer's decay (GDN and Mamba2 alike: a token's log-decay
+    is ``A · softplus(w·x + dt_bias)`` per head, ``A = -exp(A_log)``), per layer: ``A``, ``dt_bias``,
+    ``dt = softplus(dt_bias)`` and ``retention = exp(A · dt)``, what one token keeps of the state where
+    the input term is 0 (its memory is about ``1 / (1 - retention)`` tokens).  ``None`` for a model
+    without such mixers (BL)."""
+    rows = []
+    for i, mx in enumerate(getattr(net, "mixers", [])):
+        layer = getattr(mx, "layer", None)
+        if layer is None or not hasattr(layer, "A_log") or not hasattr(layer, "dt_bias"):
+            continue
+        with torch.no_grad():
+            A = -torch.exp(layer.A_log.detach().double().cpu())
+            bias = layer.dt_bias.detach().double().cpu()
+            dt = F.softplus(bias)
+            rows.append({"layer": i, "A": A.tolist(), "dt_bias": bias.tolist(), "dt": dt.tolist(),
+                         "retention": torch.exp(A * dt).tolist()})
+    return rows or None
+
+
 _MIXER_CLASSES = {"bl": BLMixer, "gdn": GDNMixer, "gdn-conv": functools.partial(GDNMixer, conv=True),
                   "mamba2": Mamba2Mixer}
 

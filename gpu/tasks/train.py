@@ -27,6 +27,7 @@ from assocmem import validate as V
 from . import dag as Dg
 from . import data as Dt
 from . import mqar as Mq
+from . import mqar_models as Mm
 from . import models as Mo
 
 from . import curriculum as Cu
@@ -216,6 +217,12 @@ PROTOCOL = {
                         ">= 3.4 and < 3.7.1, fla #640: the H200 here) and there the hybrid after its self-check "
                         "passes on the GPU, else the torch reference; hybrid: fla's kernels with the refused "
                         "one in torch (assocmem.gpu.tasks.fla_hybrid)"),
+        "wd_exempt": ("none", _choice("none", "marked"),
+                      "which parameters AdamW's weight decay skips: none (Zoology's trainer decays every "
+                      "parameter; ours so far), or those fla's layers mark _no_weight_decay (GDN's and Mamba2's "
+                      "A_log and dt_bias, Mamba2's D), as mamba_ssm's and fla's own trainers leave them: under "
+                      "decay Mamba2's A_log and dt_bias drift toward 0 as the decay alone predicts, so its "
+                      "memory shortens (docs/tasks_mqar_dag.md); gdn, gdn-conv and mamba2 only"),
         "mamba2_core": ("auto", _choice("auto", "layer"),
                         "Mamba2's scan on a GPU: auto takes fla's Triton simple GLA as the SSD scan where its "
                         "self-check against a float64 recursion passes (assocmem.gpu.tasks.fla_mamba2), else "
@@ -326,6 +333,10 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
             raise ValueError(f"protocol {opt}: applies to bl, not {model!r}")
     if task == "mqar" and out["gdn_backend"] != "auto" and model is not None and model not in ("gdn", "gdn-conv"):
         raise ValueError(f"protocol gdn_backend: applies to gdn and gdn-conv, not {model!r}")
+    if task == "mqar" and out["wd_exempt"] != "none" and model is not None and model not in ("gdn", "gdn-conv",
+                                                                                            "mamba2"):
+        raise ValueError(f"protocol wd_exempt: applies to gdn, gdn-conv and mamba2 (fla's layers, which mark "
+                         f"parameters _no_weight_decay), not {model!r}")
     if task == "mqar" and out["mamba2_core"] != "auto" and model is not None and model != "mamba2":
         raise ValueError(f"protocol mamba2_core: applies to mamba2, not {model!r}")
     if task == "dag_reachability" and out["deltaformer_keys"] != "unit" and model is not None \
@@ -371,8 +382,34 @@ def optimizer_settings(task: str, protocol: dict) -> dict:
     """AdamW settings: the BL tasks' (App. E.5) or MQAR's (App. F: β = (0.9, 0.95), wd 0.1, warm-up + cosine)."""
     if task == "mqar":
         return {"name": "AdamW", "lr": protocol["lr"], "betas": [0.9, 0.95], "weight_decay": 0.1, "clip": 1.0,
-                "schedule": f"linear warm-up {protocol['warmup_steps']} steps, then cosine to 0"}
+                "schedule": f"linear warm-up {protocol['warmup_steps']} steps, then cosine to 0",
+                **({"weight_decay_exempt": "the parameters fla's layers mark _no_weight_decay"}
+                   if protocol.get("wd_exempt", "none") == "marked" else {})}
     return {"name": "AdamW", "lr": protocol.get("lr", 3e-4), "weight_decay": 1e-4, "clip": 1.0}
+
+
+def optimizer_groups(net: torch.nn.Module, task: str, protocol: dict) -> tuple[list, list]:
+    """AdamW's parameter groups and the names of the parameters its weight decay skips: one group for
+    every parameter, or with ``wd_exempt=marked`` (MQAR) a second one at weight decay 0 holding those
+    the layers mark ``_no_weight_decay``."""
+    params = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
+    if task != "mqar" or protocol.get("wd_exempt", "none") == "none":
+        return [{"params": [p for _, p in params]}], []
+    skip = [n for n, p in params if getattr(p, "_no_weight_decay", False)]
+    if not skip:
+        raise ValueError("protocol wd_exempt=marked: the model marks no parameter _no_weight_decay")
+    keep = [p for n, p in params if n not in skip]
+    return [{"params": keep}, {"params": [p for n, p in params if n in skip], "weight_decay": 0.0}], skip
+
+
+def decay_only_factor(step: int, steps: int, lr: float, warmup: int, weight_decay: float) -> float:
+    """The factor AdamW's decoupled weight decay alone leaves on a parameter after ``step`` steps of the
+    MQAR schedule (:func:`lr_factor`): ``prod_t (1 - lr_t · wd)``, i.e. where the parameter would be had
+    its gradient been zero (Adam's step of a zero gradient is zero)."""
+    f = 1.0
+    for t in range(V.count("step", step, 0)):
+        f *= 1.0 - lr * lr_factor(t, steps, warmup) * weight_decay
+    return f
 
 
 def lr_factor(step: int, steps: int, warmup: int) -> float:
@@ -1043,7 +1080,11 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
     torch.manual_seed(seed)
     net = build_model(task, model, pr).to(dev)
     opt_cfg = optimizer_settings(task, pr)
-    opt = torch.optim.AdamW(net.parameters(), lr=opt_cfg["lr"], weight_decay=opt_cfg["weight_decay"],
+    groups, no_decay = optimizer_groups(net, task, pr)
+    if no_decay:
+        opt_cfg["no_weight_decay"] = no_decay
+    dynamics0 = Mm.mixer_dynamics(net) if task == "mqar" else None      # before a checkpoint replaces them
+    opt = torch.optim.AdamW(groups, lr=opt_cfg["lr"], weight_decay=opt_cfg["weight_decay"],
                             **({"betas": tuple(opt_cfg["betas"])} if "betas" in opt_cfg else {}))
     gen = torch.Generator().manual_seed(seed)
     step0, curve, wall_before = 0, [], 0.0
@@ -1199,6 +1240,7 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
         "eval_mode": eval_mode,
         "n_params": sum(p.numel() for p in net.parameters() if p.requires_grad),
         **({"model_config": net.config()} if task == "mqar" else {}),
+        **({"mixer_dynamics": {"init": dynamics0, "final": Mm.mixer_dynamics(net)}} if dynamics0 else {}),
         "curve": curve, "eval": ev, "provenance": provenance(extra),
     }
     path = out_dir / f"{name}.json"
