@@ -5,7 +5,8 @@ seed and protocol rebuild the values they started from (``train`` seeds the mode
 AdamW's decoupled decay alone would have scaled each by ``prod_t (1 - lr_t wd)``
 (``train.decay_only_factor``); this script puts the three side by side, with the per-token retention
 ``exp(A softplus(dt_bias))`` each implies (``mqar_models.mixer_dynamics``), and the share of the drift
-the decay alone accounts for (1: the gradient did not move the parameter at all).
+the decay alone accounts for (1: the parameter moved as far as the decay alone moves it, which a zero
+gradient gives, or gradients that net to zero).
 
     python scripts/mqar_decay_drift.py CKPT --model mamba2 --protocol variant=update --protocol lr=3e-4 \\
         --out results/mqar/diagnostics/NAME.json
@@ -57,8 +58,9 @@ def drift(ckpt: dict, model: str, seed: int, overrides: dict) -> dict:
             "optimizer": opt, "no_weight_decay": no_decay, "decay_only_factor": f,
             "init": init, "final": final, "decay_only": predicted,
             "drift_share_of_decay_only": share,
-            "read": "share 1: the parameter moved exactly as the weight decay alone moves it (no gradient); "
-                    "0: it stayed put; retention: what one token keeps of the state at the bias (input term 0)"}
+            "read": "share: the drift toward 0 over the drift the weight decay alone gives (1: as far as the "
+                    "decay alone, i.e. the gradients net to about 0; 0: it stayed put); retention: what one token "
+                    "keeps of the state at the bias (input term 0)"}
 
 
 def main(argv=None) -> int:

@@ -483,12 +483,11 @@ def mixer_dynamics(net: nn.Module) -> Optional[list]:
         layer = getattr(mx, "layer", None)
         if layer is None or not hasattr(layer, "A_log") or not hasattr(layer, "dt_bias"):
             continue
-        with torch.no_grad():
-            A = -torch.exp(layer.A_log.detach().double().cpu())
-            bias = layer.dt_bias.detach().double().cpu()
-            dt = F.softplus(bias)
-            rows.append({"layer": i, "A": A.tolist(), "dt_bias": bias.tolist(), "dt": dt.tolist(),
-                         "retention": torch.exp(A * dt).tolist()})
+        A = -torch.exp(layer.A_log.detach().double().cpu())
+        bias = layer.dt_bias.detach().double().cpu()
+        dt = F.softplus(bias)
+        rows.append({"layer": i, "A": A.tolist(), "dt_bias": bias.tolist(), "dt": dt.tolist(),
+                     "retention": torch.exp(A * dt).tolist()})
     return rows or None
 
 

@@ -382,9 +382,7 @@ def optimizer_settings(task: str, protocol: dict) -> dict:
     """AdamW settings: the BL tasks' (App. E.5) or MQAR's (App. F: β = (0.9, 0.95), wd 0.1, warm-up + cosine)."""
     if task == "mqar":
         return {"name": "AdamW", "lr": protocol["lr"], "betas": [0.9, 0.95], "weight_decay": 0.1, "clip": 1.0,
-                "schedule": f"linear warm-up {protocol['warmup_steps']} steps, then cosine to 0",
-                **({"weight_decay_exempt": "the parameters fla's layers mark _no_weight_decay"}
-                   if protocol.get("wd_exempt", "none") == "marked" else {})}
+                "schedule": f"linear warm-up {protocol['warmup_steps']} steps, then cosine to 0"}
     return {"name": "AdamW", "lr": protocol.get("lr", 3e-4), "weight_decay": 1e-4, "clip": 1.0}
 
 

@@ -1,7 +1,7 @@
 """The ``wd_exempt`` protocol option (MQAR) and what a run records of the fla mixers' decay: the
 option's checks, the parameter groups it builds, the decay-only factor against torch's own AdamW,
 ``mixer_dynamics`` against values set by hand, a CPU run's record, and ``scripts/mqar_decay_drift.py``
-on a checkpoint it trains."""
+on checkpoints made by hand (decayed as predicted, or left at the start) and on bad arguments."""
 import json
 import math
 import subprocess
