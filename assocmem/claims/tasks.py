@@ -214,7 +214,9 @@ DOCUMENTED = {
     "mqar.update16_bl_88": True,        # 0.96 at 16 updates (lr 3e-3, 2 December)
     # GDN-conv 1.00 at 16 updates, Mamba2 0.00 (it did not learn: training accuracy 0.02 and 0.05 after
     # 25,000 steps at lr 1e-3 and 3e-3, 0.005 at step 11,500 of 3e-4), neither near 0.60 (2 December,
-    # fourth to sixth sessions; Mamba2's candidate cause, weight decay on A_log / dt_bias, not yet run)
+    # fourth to sixth sessions).  Mamba2's candidate cause, weight decay on A_log / dt_bias, measured on
+    # 3 December: with those parameters not decayed (wd_exempt=marked) the training curve at 1e-3 follows
+    # the decayed run's to step 17,500 (loss within 0.02, accuracy 0.017 against 0.017): not the cause
     "mqar.update16_gdn_conv_mamba2_60": False,
     "mqar.update16_gdn_98": True,       # 0.99 at 16 updates (2 December)
     # GDN 0.997 at 16 pairs, BL 0.91 (seed 1: 0.996): BL is not 25 points below GDN
@@ -975,6 +977,16 @@ def mqar(ev: Evidence) -> None:
             f"the start, {min(min(x) for x in r['retention_then']):.2f}-"
             f"{max(max(x) for x in r['retention_then']):.2f} then; its ablation: wd_exempt=marked)"
             for r in drift if r["share_range"])
+    exempt = _mqar_wd_exempt_pairs()
+    if exempt:
+        ev.record(wd_exempt_ablation=exempt)
+        ev.summary += "; " + "; ".join(
+            f"{r['run']} against {r['baseline']} (A_log / dt_bias not decayed against decayed), training curves "
+            f"to step {r['to_step']:,} of {r['steps']:,}: loss within {r['max_abs_dloss']:.3f} at every logged "
+            f"step, accuracy {r['acc_exempt']:.4f} against {r['acc_decayed']:.4f} at step {r['to_step']:,}"
+            + (": the weight decay on those parameters is not what keeps it from learning over those steps"
+               if r["same_course"] else ": the exemption changes its course")
+            for r in exempt)
     if probes:
         ev.record(fresh_data_probes=probes)
         both = [b for b in probes["by_backbone"] if "mlp" in b and "zoology" in b]
@@ -1004,6 +1016,46 @@ def _mqar_decay_drift() -> list:
                      "share_range": [min(shares), max(shares)] if shares else None,
                      "retention_init": [r["retention"] for r in rec["init"]],
                      "retention_then": [r["retention"] for r in rec["final"]]})
+    return rows
+
+
+def _mqar_wd_exempt_pairs(loss_tol: float = 0.05) -> list:
+    """The ``wd_exempt=marked`` ablation read from ``results/mqar/``: each run (finished or partial) whose
+    name holds ``__wd_exempt-marked`` beside the same run without it (decay on every parameter), their
+    training curves compared at the logged steps both reached.  ``same_course``: the training loss
+    within ``loss_tol`` nats at every common step (the runs share seed, data and initialisation, so a
+    difference comes from the exemption)."""
+    d = RESULTS / "mqar" if RESULTS is not None else None
+    if d is None or not d.is_dir():
+        return []
+
+    def load(name):
+        for suffix in (".json", ".partial.json"):
+            path = d / f"{name}{suffix}"
+            if path.is_file():
+                return json.loads(path.read_text(encoding="utf-8")), suffix == ".partial.json"
+        return None, None
+
+    rows = []
+    names = sorted({p.name.removesuffix(".json").removesuffix(".partial")
+                    for p in d.glob("*__wd_exempt-marked*.json")})
+    for name in names:
+        base = name.replace("__wd_exempt-marked", "")
+        run, run_partial = load(name)
+        ref, _ = load(base)
+        if run is None or ref is None:
+            continue
+        a = {r["step"]: r for r in run.get("curve", [])}
+        b = {r["step"]: r for r in ref.get("curve", [])}
+        common = sorted(set(a) & set(b))
+        if not common:
+            continue
+        last = common[-1]
+        dloss = max(abs(a[s]["loss"] - b[s]["loss"]) for s in common)
+        rows.append({"run": name, "baseline": base, "partial": bool(run_partial), "to_step": last,
+                     "steps": int(ref.get("steps") or run.get("steps") or last),
+                     "max_abs_dloss": dloss, "acc_exempt": a[last]["acc"], "acc_decayed": b[last]["acc"],
+                     "same_course": dloss <= loss_tol})
     return rows
 
 

@@ -567,3 +567,37 @@ def test_mqar_reading_is_confirmed_by_the_seeds_on_which_it_holds(tmp_path, monk
     assert r.computed["seeds_by_trend"]["mqar.update16_bl_88"] == {"holds": 2, "run": 3}
     assert "at 16 updates BL ≈ 88 % (Fig. 4b) (reproduced on 2 of 3 seed(s); 3 needed to confirm)" in \
         [it["name"] for it in r.items]
+
+
+@pytest.mark.parametrize("shift,same", [(0.01, True), (0.3, False)])
+@pytest.mark.parametrize("lr_tag", ["", "__lr-0.003"])
+def test_wd_exempt_pairs_compare_the_curves_both_reached(tmp_path, monkeypatch, shift, same, lr_tag):
+    from assocmem.claims import tasks
+
+    # the decayed run finished (25 logged steps), the exempt one partial (10): compared over the 10 both have,
+    # names with a dotted learning rate matched to their baseline
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    d = tmp_path / "mqar"
+    d.mkdir()
+    base = [{"step": 100 * i, "loss": 9.0 - 0.01 * i, "acc": 0.001 * i} for i in range(1, 26)]
+    run = [{"step": r["step"], "loss": r["loss"] + (shift if r["step"] == 700 else 0.0), "acc": r["acc"] + 1e-4}
+           for r in base[:10]]
+    (d / f"mamba2__variant-update{lr_tag}_s0.json").write_text(json.dumps({"steps": 2500, "curve": base}))
+    (d / f"mamba2__variant-update{lr_tag}__wd_exempt-marked_s0.partial.json").write_text(
+        json.dumps({"step": 1000, "curve": run}))
+    (rows,) = tasks._mqar_wd_exempt_pairs()
+    assert rows["baseline"] == f"mamba2__variant-update{lr_tag}_s0" and rows["partial"]
+    assert rows["to_step"] == 1000 and rows["steps"] == 2500
+    assert rows["max_abs_dloss"] == pytest.approx(shift)
+    assert rows["same_course"] is same
+    assert rows["acc_exempt"] == pytest.approx(0.0101) and rows["acc_decayed"] == pytest.approx(0.010)
+
+
+def test_wd_exempt_pairs_skip_a_run_without_its_baseline(tmp_path, monkeypatch):
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    (tmp_path / "mqar").mkdir()
+    (tmp_path / "mqar" / "mamba2__variant-update__wd_exempt-marked_s0.partial.json").write_text(
+        json.dumps({"curve": [{"step": 25, "loss": 9.0, "acc": 0.0}]}))
+    assert tasks._mqar_wd_exempt_pairs() == []
