@@ -984,8 +984,8 @@ def mqar(ev: Evidence) -> None:
             f"{r['run']} against {r['baseline']} (A_log / dt_bias not decayed against decayed), training curves "
             f"to step {r['to_step']:,} of {r['steps']:,}: loss within {r['max_abs_dloss']:.3f} at every logged "
             f"step, accuracy {r['acc_exempt']:.4f} against {r['acc_decayed']:.4f} at step {r['to_step']:,}"
-            + (": the weight decay on those parameters is not what keeps it from learning over those steps"
-               if r["same_course"] else ": the exemption changes its course")
+            + (": the same course, so the weight decay on those parameters does not shape its training over "
+               "those steps" if r["same_course"] else ": the exemption changes its course")
             for r in exempt)
     if probes:
         ev.record(fresh_data_probes=probes)
