@@ -511,6 +511,18 @@ def device22():
     return jobs + [j for j in device20() if job_name(j) not in names]
 
 
+def device23():
+    """The next session's plan (issue 16, MQAR), after the session of 3 December.  Mamba2 does not learn
+    Update at any rate of the grid, and the weight decay on its A_log / dt_bias is ruled out.  The next
+    of our choices that differs from Zoology's harness is the initialisation (torch's defaults: the
+    token embedding N(0, 1); Zoology's: N(0, 0.02²) and Mamba2's out_proj at 0.01), so Mamba2 on Update
+    with ``init=zoology`` at 1e-3 first (the decayed torch-init run had training accuracy 0.017 at step
+    5,500: a few thousand steps tell), then :func:`device22`'s runs."""
+    jobs = grid("mqar", ["mamba2"], [0], {"variant": "update", "init": "zoology"})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device22() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -530,7 +542,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23}
 
 
 def cost(job) -> float:

@@ -243,10 +243,12 @@ class BLMixer(nn.Module):
         nn.init.normal_(self.gate.weight, std=0.02)
         # ℓ² and r² start at noise_init (r² plus its floor 1e-4): softplus(bias) = noise_init
         nn.init.constant_(self.gate.bias, math.log(math.expm1(self.noise_init)))
+        self.gate.bias._keep_init = True                      # init="zoology" leaves the designed start
         if decay:                                              # A_t = α_t I per head, α_t = sigmoid(·)
             self.decay_gate = nn.Linear(d_model, H)
             nn.init.normal_(self.decay_gate.weight, std=0.02)
             nn.init.constant_(self.decay_gate.bias, 4.0)      # α ≈ 0.982 at the start
+            self.decay_gate.bias._keep_init = True
         self._op = None
 
     @property
@@ -502,6 +504,37 @@ BACKBONES = MQAR_BACKBONES
 ZOOLOGY_CONV_WIDTH = 3        # Zoology's MQAR configurations: BaseConv with kernel_size=3
 
 
+MQAR_INITS = ("torch", "zoology")
+ZOOLOGY_INIT_STD = 0.02                       # Zoology's initializer_range
+ZOOLOGY_RESCALED = ("out_proj.weight", "fc2.weight", "output_linear.0.weight")
+
+
+def zoology_init_(model: nn.Module, n_layers: int, std: float = ZOOLOGY_INIT_STD) -> list[str]:
+    """Zoology's initialisation (``zoology/model.py::_init_weights``, applied there to the whole language
+    model), re-drawn in place on ``model``: every ``nn.Linear`` weight and every ``nn.Embedding`` from
+    N(0, std²), every Linear bias 0, then every parameter whose name contains one of
+    :data:`ZOOLOGY_RESCALED` (Zoology's residual output projections, matched by name as Zoology matches
+    them: Mamba2's ``out_proj``, an MLP's ``fc2``; not the ``o_proj`` of BL's and GDN's layers) from
+    N(0, (std / sqrt(2 n_layers))²).  Parameters that are not Linear or Embedding weights (fla's
+    ``A_log``, ``dt_bias``, ``D``, convolutions, norms) keep their own initialisation, as in Zoology; so do
+    biases marked ``_keep_init`` (BL's noise and decay gates, whose start values are protocol options).
+    Returns the names of the rescaled parameters."""
+    n_layers = V.count("n_layers", n_layers, 1)
+    std = float(V.positive("std", std))
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(mod.weight, std=std)
+            if isinstance(mod, nn.Linear) and mod.bias is not None and not getattr(mod.bias, "_keep_init", False):
+                nn.init.zeros_(mod.bias)
+        rescaled = []
+        for name, p in model.named_parameters():
+            if any(key in name for key in ZOOLOGY_RESCALED):
+                nn.init.normal_(p, std=std / math.sqrt(2 * n_layers))
+                rescaled.append(name)
+    return rescaled
+
+
 class GatedShortConv(nn.Module):
     """Zoology's ``BaseConv`` block as we read it: ``y = conv(u) ⊙ (W u + b)``, ``conv`` a causal depthwise
     convolution of width ``width`` (each channel sees its token and the ``width - 1`` before it).  The
@@ -532,9 +565,11 @@ class MQARModel(nn.Module):
     """
 
     def __init__(self, n_tokens: int, n_classes: int, *, d_model: int = 128, n_layers: int = 2,
-                 mixer: Union[str, MixerFactory] = "bl", mlp_ratio: int = 4, backbone: str = "zoology", **mixer_kw):
+                 mixer: Union[str, MixerFactory] = "bl", mlp_ratio: int = 4, backbone: str = "zoology",
+                 init: str = "torch", **mixer_kw):
         super().__init__()
         self.backbone = V.choice("backbone", backbone, BACKBONES)
+        self.init = V.choice("init", init, MQAR_INITS)
         n_tokens = V.count("n_tokens", n_tokens, 2)
         n_classes = V.count("n_classes", n_classes, 2)
         d_model = V.count("d_model", d_model, 1)
@@ -563,6 +598,7 @@ class MQARModel(nn.Module):
         self.head = nn.Linear(d_model, n_classes)
         self.mixer_name = mixer if isinstance(mixer, str) else "custom"
         self.d_model, self.n_layers = d_model, n_layers
+        self.rescaled = zoology_init_(self, n_layers) if init == "zoology" else []
 
     def state_sizes(self) -> list[int]:
         return [int(getattr(mx, "state_size", -1)) for mx in self.mixers]
@@ -576,7 +612,12 @@ class MQARModel(nn.Module):
                 "backbone": {"mlp": "pre-norm (mixer, MLP) x n_layers",
                              "zoology": f"pre-norm (gated short conv of width {ZOOLOGY_CONV_WIDTH}, mixer) x n_layers, "
                                         "no MLP",
-                             "mixers": "pre-norm mixer x n_layers, no convolution, no MLP"}[self.backbone]}
+                             "mixers": "pre-norm mixer x n_layers, no convolution, no MLP"}[self.backbone],
+                "init": {"torch": "torch's defaults (Embedding N(0, 1), Linear uniform(+-1/sqrt(fan_in))), the "
+                                  "mixers' own",
+                         "zoology": f"Zoology's: Linear and Embedding weights N(0, {ZOOLOGY_INIT_STD}^2), Linear "
+                                    f"biases 0, {', '.join(self.rescaled) or 'no parameter'} "
+                                    f"N(0, ({ZOOLOGY_INIT_STD}/sqrt({2 * self.n_layers}))^2)"}[self.init]}
 
     def forward(self, tokens: torch.Tensor, write_mask: Optional[torch.Tensor] = None,
                 at: Optional[torch.Tensor] = None) -> torch.Tensor:

@@ -223,6 +223,12 @@ PROTOCOL = {
                       "A_log and dt_bias, Mamba2's D), as mamba_ssm's and fla's own trainers leave them: under "
                       "decay Mamba2's A_log and dt_bias drift toward 0 as the decay alone predicts, so its "
                       "memory shortens (docs/tasks_mqar_dag.md); gdn, gdn-conv and mamba2 only"),
+        "init": ("torch", _choice("torch", "zoology"),
+                 "the model's initialisation: torch's defaults and the mixers' own (ours so far: Embedding "
+                 "N(0, 1), Linear uniform), or Zoology's (its model.py _init_weights: Linear and Embedding weights "
+                 "N(0, 0.02^2), Linear biases 0, parameters named out_proj / fc2 N(0, (0.02/sqrt(2 n_layers))^2); "
+                 "A_log, dt_bias, D, convolutions, norms and BL's gate biases keep their own). The paper does "
+                 "not say; the ablation of ours where Mamba2 does not learn (mqar_models.zoology_init_)"),
         "mamba2_core": ("auto", _choice("auto", "layer"),
                         "Mamba2's scan on a GPU: auto takes fla's Triton simple GLA as the SSD scan where its "
                         "self-check against a float64 recursion passes (assocmem.gpu.tasks.fla_mamba2), else "
@@ -484,7 +490,7 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
             kw = {"op": opt("bl_op"), "decay": opt("bl_decay"), "n_heads": opt("bl_heads"),
                   "noise_init": opt("bl_noise_init")}
         return MQARModel(cfg.n_tokens, Mq.VOCAB, d_model=pr["d_model"], n_layers=2, mixer=model,
-                         backbone=pr["backbone"], **kw)
+                         backbone=pr["backbone"], init=opt("init"), **kw)
     if task == "dag_reachability":
         cfg = dag_config(pr)
         fact = cfg.n_nodes if pr.get("edge_embedding", "table") == "factored" else 0
