@@ -313,6 +313,13 @@ CAUSES = {
     ],
     "dag.deltaformer_fast": DAG_DELTAFORMER_ABLATIONS,
     "dag.deltaformer_above_transformers": DAG_DELTAFORMER_ABLATIONS,
+    "mqar.update16_gdn_conv_mamba2_60": [
+        ("update_order-interleaved", False, "GDN-conv with the updates interleaved among the initial pairs (ours "
+                                            "puts them after the pairs): 1.000 at 16 updates again, not 0.60"),
+        ("init-zoology", False, "Zoology's initialisation (N(0, 0.02) weights, Mamba2's out_proj at 0.01; ours: "
+                                "torch's defaults): Mamba2 still does not learn (training accuracy 0.04 after "
+                                "25,000 steps, 0.00 at 16 updates)"),
+    ],
     "mqar.block16_gdn_100_bl_75": [
         ("backbone-mlp", False, "mixer and MLP without Zoology's short convolution (our first backbone): BL "
                                 "memorises its pool (training accuracy 1.00, 0.03 at 16 pairs), far below 0.75"),
@@ -873,8 +880,11 @@ def mqar(ev: Evidence) -> None:
     chosen = {}
     all_runs = res
     for r in res:
-        pr = {k: v for k, v in r["protocol"].items() if k in PROTOCOL["mqar"] and k not in ("variant", "lr")}
-        r["_tag"] = protocol_tag("mqar", resolve_protocol("mqar", pr))
+        # checked with the run's own variant (Update's generator options apply to Update only), tagged
+        # without it and without the rate
+        pr = resolve_protocol("mqar", {k: v for k, v in r["protocol"].items() if k in PROTOCOL["mqar"]})
+        r["_tag"] = protocol_tag("mqar", {**pr, "variant": PROTOCOL["mqar"]["variant"][0],
+                                          "lr": PROTOCOL["mqar"]["lr"][0]})
         sel = r["eval"].get("val") or r["eval"].get("test") or [{"acc": 0.0}]
         score = sum(x["acc"] for x in sel) / len(sel)
         key = (r["_tag"], r["model"], r["protocol"].get("variant", "base"), r["seed"])

@@ -523,6 +523,15 @@ def device23():
     return jobs + [j for j in device22() if job_name(j) not in names]
 
 
+def device24():
+    """The next session's plan (issue 16, MQAR), after the second session of 3 December.  Mamba2 under
+    Zoology's initialisation did not learn either (training accuracy 0.044, test 0.0001 at 16 updates)
+    and GDN-conv with interleaved updates tests at 1.000: both Update ablations are made.  So
+    :func:`device22`'s remaining runs, with Mamba2's third rate (3e-4: not learning at step 11,500) last."""
+    jobs = [j for j in device22() if j[1] != "mamba2"]
+    return jobs + [j for j in device22() if j[1] == "mamba2"]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -542,7 +551,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24}
 
 
 def cost(job) -> float:

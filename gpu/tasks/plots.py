@@ -625,7 +625,10 @@ def mqar_data(results_dir, protocol=None, seed=0) -> dict:
     and draws that run's test accuracy)."""
     from .train import IMPLEMENTATION_OPTIONS, PROTOCOL, resolve_protocol
 
-    defaults = resolve_protocol("mqar", protocol)
+    probe = dict(protocol or {})
+    if "variant" not in probe and any(k in probe for k in ("update_keys", "update_order")):
+        probe["variant"] = "update"                 # Update-only options: checked as an Update run's
+    defaults = resolve_protocol("mqar", probe)
     unrecorded = resolve_protocol("mqar", None)   # a choice a result does not record took the default then
     out: dict = {}
     best: dict = {}
@@ -678,7 +681,11 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                  # BL's own choices tried as causes of the Block reading (2 December, fourth session)
                  (mqar_data(results_dir, {"bl_heads": 1}), "bl_heads=1 (ablation)", "--", "s"),
                  (mqar_data(results_dir, {"bl_noise_init": 0.5}), "bl_noise_init=0.5 (ablation)", "--", "^"),
-                 (mqar_data(results_dir, {"bl_noise_init": 0.005}), "bl_noise_init=0.005 (ablation)", "--", "v")]
+                 (mqar_data(results_dir, {"bl_noise_init": 0.005}), "bl_noise_init=0.005 (ablation)", "--", "v"),
+                 # the Update reading's ablations (3 December): the generator's update order, Zoology's init
+                 (mqar_data(results_dir, {"update_order": "interleaved"}), "update_order=interleaved (ablation)",
+                  "--", "d"),
+                 (mqar_data(results_dir, {"init": "zoology"}), "init=zoology (ablation)", "--", "*")]
     # the readings are judged on seed 0; the other seeds that have finished, thin, beside it
     others = [(s, mqar_data(results_dir, seed=s)) for s in (1, 2)]
     # one legend entry per model for its thin lines (they share one style): the seeds it has, any panel

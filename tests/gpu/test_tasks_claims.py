@@ -538,6 +538,42 @@ def test_mqar_block_reading_names_the_ablations_tried_and_the_other_seeds(tmp_pa
     assert _claim("task.mqar").run().status == "failed"
 
 
+@pytest.mark.parametrize("interleaved_acc, init_acc, flips", [(1.0, 0.0, None), (0.62, 0.0, None),
+                                                                 (1.0, 0.58, "init-zoology"),
+                                                                 (0.55, 0.0, "update_order-interleaved")])
+def test_mqar_update_reading_under_the_generator_order_and_the_initialisation(tmp_path, monkeypatch,
+                                                                               interleaved_acc, init_acc, flips):
+    """The Update reading (GDN-conv and Mamba2 both ≈ 0.60) judged with each ablation's run in place of
+    its model's default run: an Update-only generator option (update_order) is read with the run's own
+    variant (it raised a ValueError in the claim before), and an ablation that brings its model to 0.60
+    while the other model is there already flips the reading (then the documented outcome fails the
+    check); one that leaves it does not."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    # the default runs: GDN-conv at 1.00, Mamba2 at 0.00, unless the ablation run under test stands for it
+    _mqar(tmp_path, "update", {"gdn-conv": 0.60 if flips == "init-zoology" else 1.0,
+                               "mamba2": 0.61 if flips == "update_order-interleaved" else 0.0}, "n_updates")
+    _mqar(tmp_path, "update", {"gdn-conv": interleaved_acc}, "n_updates", protocol={"update_order": "interleaved"},
+          tag="update_order-interleaved")
+    _mqar(tmp_path, "update", {"mamba2": init_acc}, "n_updates", protocol={"init": "zoology"}, tag="init-zoology")
+    monkeypatch.setitem(tasks.DOCUMENTED, "mqar.update16_gdn_conv_mamba2_60", False)
+    r = _claim("task.mqar").run()
+    other = r.computed["acc_at_16_other_protocols"]
+    assert other == {"gdn-conv update [update_order-interleaved]": interleaved_acc,
+                     "mamba2 update [init-zoology]": init_acc}
+    items = {it["name"].split(" (")[0]: it["passed"] for it in r.items if "cause test" in it["name"]}
+    under = {tag: ok for tag in ("update_order-interleaved", "init-zoology")
+             for name, ok in items.items() if f"under {tag}" in name}
+    assert set(under) == {"update_order-interleaved", "init-zoology"}, items
+    for tag, ok in under.items():          # documented as not flipping it: passes exactly when it does not
+        assert ok == (tag != flips), (tag, flips, r.detail)
+    if flips is None:
+        assert "cause not isolated (ablated: update_order-interleaved, init-zoology)" in r.detail, r.detail
+    else:                                  # measured to flip, documented not to: the check fails, naming it
+        assert r.status == "failed" and f"under {flips} (1 seed(s)): reproduced (documented: not" in r.detail
+
+
 def test_mqar_reading_is_confirmed_by_the_seeds_on_which_it_holds(tmp_path, monkeypatch):
     """The readings are decided on seed 0 and confirmed seed by seed: BL at 16 updates on three seeds
     within 0.1 of the notes' 0.88 is confirmed even though GDN has one seed; with one of the three at

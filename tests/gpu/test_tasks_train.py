@@ -312,7 +312,16 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
           protocol={"variant": "update", "lr": 3e-3}, tag="variant-update__lr-0.003")
     _fake(tmp_path, "mqar", "gdn", 1, {"test": [{"n_updates": u, "acc": 0.9} for u in (0, 8, 16)]},
           protocol={"variant": "update"}, tag="variant-update")
+    # the Update reading's ablations: an Update-only generator option and Zoology's initialisation
+    _fake(tmp_path, "mqar", "gdn-conv", 0, {"test": [{"n_updates": u, "acc": 0.97} for u in (0, 8, 16)]},
+          protocol={"variant": "update", "update_order": "interleaved"}, tag="variant-update__update_order-interleaved")
+    _fake(tmp_path, "mqar", "mamba2", 0, {"test": [{"n_updates": u, "acc": 0.02} for u in (0, 8, 16)]},
+          protocol={"variant": "update", "init": "zoology"}, tag="variant-update__init-zoology")
     d = plots.mqar_data(tmp_path)
+    assert "gdn-conv" not in d["update"] and "mamba2" not in d["update"]
+    assert plots.mqar_data(tmp_path, {"update_order": "interleaved"})["update"] == {
+        "gdn-conv": {"x": [0, 8, 16], "acc": [0.97] * 3}}
+    assert plots.mqar_data(tmp_path, {"init": "zoology"})["update"] == {"mamba2": {"x": [0, 8, 16], "acc": [0.02] * 3}}
     assert plots.mqar_data(tmp_path, seed=1)["update"]["bl"]["acc"] == [0.8] * 3
     assert d["update"]["bl"]["x"] == [0, 8, 16] and d["update"]["bl"]["acc"] == pytest.approx([0.7, 0.62, 0.54])
     assert "gdn" not in d["update"]
@@ -344,6 +353,9 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     assert list(mix.get_ydata()) == [0.4] * 3 and mix.get_linestyle() == "-."
     heads = [ln for ln in ax_update.lines if ln.get_label() == "BL, bl_heads=1 (ablation)"][0]
     assert list(heads.get_ydata()) == [0.3] * 3 and heads.get_linestyle() == "--"
+    for label, y in (("GDN + conv, update_order=interleaved (ablation)", 0.97), ("Mamba2, init=zoology (ablation)", 0.02)):
+        (ln,) = [ln for ln in ax_update.lines if ln.get_label() == label]
+        assert list(ln.get_ydata()) == [y] * 3 and ln.get_linestyle() == "--"
     s12 = [ln for ln in ax_update.lines if ln.get_label() == "BL, seeds 1, 2"]
     main = [ln for ln in ax_update.lines if ln.get_label() == "BL"][0]
     assert sorted(list(ln.get_ydata()) for ln in s12) == [[0.75] * 3, [0.8] * 3]
