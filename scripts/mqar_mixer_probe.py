@@ -29,7 +29,8 @@ from pathlib import Path
 import torch
 
 
-def build(spec: str, n_tokens: int, n_classes: int, d_model: int, backbone: str, mamba2_chunk: int = 0):
+def build(spec: str, n_tokens: int, n_classes: int, d_model: int, backbone: str, mamba2_chunk: int = 0,
+          init: str = "torch"):
     from assocmem.gpu.tasks.mqar_models import MQARModel
 
     name, _, opt = spec.partition(":")                  # validated by main()
@@ -38,7 +39,8 @@ def build(spec: str, n_tokens: int, n_classes: int, d_model: int, backbone: str,
         # the SSD scan's chunk: the same model and numbers, but fla's torch scan on a CPU pads every
         # sequence to a whole chunk and is quadratic in it (0.53 s a step at 16 against 2.2 at 64, T = 24)
         kw["chunk_size"] = mamba2_chunk
-    return MQARModel(n_tokens, n_classes, d_model=d_model, n_layers=2, mixer=name, backbone=backbone, **kw)
+    return MQARModel(n_tokens, n_classes, d_model=d_model, n_layers=2, mixer=name, backbone=backbone, init=init,
+                     **kw)
 
 
 @torch.no_grad()
@@ -69,7 +71,7 @@ def run(spec: str, a, device) -> dict:
     else:
         cfgs, w = Mq.train_configs(a.variant, vocab_size=a.vocab)
         test = Mq.testset_configs(a.variant, vocab_size=a.vocab)
-    net = build(spec, cfgs[0].n_tokens, a.vocab, a.d_model, a.backbone, a.mamba2_chunk).to(device)
+    net = build(spec, cfgs[0].n_tokens, a.vocab, a.d_model, a.backbone, a.mamba2_chunk, a.init).to(device)
     from assocmem.gpu.tasks.train import lr_factor, optimizer_settings
     st = optimizer_settings("mqar", {"lr": a.lr, "warmup_steps": a.warmup})    # MQAR's AdamW (App. F)
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, betas=tuple(st["betas"]), weight_decay=st["weight_decay"])
@@ -104,6 +106,21 @@ def run(spec: str, a, device) -> dict:
             "test": evaluate(net, test, a.n_test, 10_000 + a.seed, device)}
 
 
+def _git_commit() -> str:
+    """The checkout's commit (with "+dirty" when tracked files differ), where ASSOCMEM_COMMIT is not set."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head + ("+dirty" if dirty else "")) if head else "unknown"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("specs", nargs="+")
@@ -112,6 +129,9 @@ def main(argv=None) -> int:
     from assocmem.gpu.tasks.train import PROTOCOL
     p.add_argument("--backbone", default=PROTOCOL["mqar"]["backbone"][0], choices=BACKBONES,
                    help="the MQAR backbone (the backbone protocol option; default: the protocol's)")
+    from assocmem.gpu.tasks.mqar_models import MQAR_INITS
+    p.add_argument("--init", default=PROTOCOL["mqar"]["init"][0], choices=MQAR_INITS,
+                   help="the model's initialisation (the init protocol option; default: the protocol's)")
     p.add_argument("--config", default="", help="T,P,b: train and test on this one configuration instead")
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--batch-size", type=int, default=32)
@@ -150,7 +170,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(a.threads) if a.threads else None
     import os
     res = {"probe": "mqar_mixer_probe", "settings": {k: v for k, v in vars(a).items() if k != "specs"},
-           "commit": os.environ.get("ASSOCMEM_COMMIT", "unknown"), "torch": torch.__version__,
+           "commit": os.environ.get("ASSOCMEM_COMMIT") or _git_commit(), "torch": torch.__version__,
            "device_name": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "runs": []}
     out.parent.mkdir(parents=True, exist_ok=True)
     for s in a.specs:                     # written after every run: a run cut by the call's limit keeps the others

@@ -102,3 +102,18 @@ def test_probe_refuses_a_negative_mamba2_chunk(tmp_path):
     out = tmp_path / "probe.json"
     p = _run("mamba2", "--mamba2-chunk", "-1", "--out", str(out), cwd=tmp_path)
     assert p.returncode == 2 and "--mamba2-chunk" in p.stderr and not out.exists()
+
+
+def test_probe_records_the_initialisation_and_refuses_an_unknown_one(tmp_path):
+    """--init is the init protocol option: recorded in the settings, with the commit the probe ran at
+    (the checkout's when ASSOCMEM_COMMIT is unset); an unknown value exits 2 naming the flag, no file."""
+    out = tmp_path / "probe.json"
+    p = _run("bl", "--init", "zoology", "--config", "16,2,2", "--vocab", "16", "--d-model", "16", "--batch-size", "2",
+             "--steps", "1", "--n-test", "4", "--threads", "1", "--out", str(out), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(out.read_text())
+    assert d["settings"]["init"] == "zoology" and d["commit"] != "unknown"
+    bad = tmp_path / "bad.json"
+    p = _run("bl", "--init", "xavier", "--steps", "1", "--out", str(bad), cwd=tmp_path)
+    assert p.returncode == 2 and "--init" in p.stderr and "xavier" in p.stderr and not bad.exists()
+    assert "Traceback" not in p.stderr
