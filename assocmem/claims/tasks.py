@@ -967,9 +967,22 @@ def mqar(ev: Evidence) -> None:
                 f"1/P {memo[k]['one_of_the_values']:.2f}")
         # whether the same mixer binds at all in our harness: its fresh-data probes, where there are any
         mixer = k.split()[0]
-        seen = [f"T,P,b = {r['config']}, vocab {r['vocab']}, backbone {r['backbone']}, {r['steps']} steps: "
-                + ", ".join(f"{c} {a:.2f}" for c, a in r["test"].items())
-                for r in probes.get("runs", []) if r["spec"] == mixer and r["config"]]
+        # with the other mixers run in the same probe (the same settings) beside it: a probe where every
+        # mixer fails says nothing of this one
+        same = lambda r: tuple(r.get(f) for f in ("variant", "config", "vocab", "d_model", "init", "lr",  # noqa: E731
+                                                   "backbone", "steps"))
+        acc_text = lambda r: ", ".join(f"{c} {a:.2f}" for c, a in r["test"].items())  # noqa: E731
+        seen = []
+        for r in probes.get("runs", []):
+            if r["spec"] != mixer or not r["config"]:
+                continue
+            others = [o for o in probes["runs"] if o["spec"] != mixer and same(o) == same(r)]
+            seen.append(f"T,P,b = {r['config']}, vocab {r['vocab']}"
+                        + (f", width {r['d_model']}" if r.get("d_model") else "")
+                        + (f", init {r['init']}" if r.get("init", "torch") != "torch" else "")
+                        + f", backbone {r['backbone']}, {r['steps']} steps: {acc_text(r)}"
+                        + (f" (same probe: {', '.join(o['spec'] + ' ' + acc_text(o) for o in others)})"
+                           if others else ""))
         if seen:
             text += f" (its fresh-data probes: {'; '.join(seen)})"
         stuck.append(text)
@@ -1084,6 +1097,7 @@ def _mqar_probes() -> dict:
             row = {"file": path.name, "spec": r["spec"], "variant": st.get("variant"), "config": st.get("config") or None,
                    # every probe records its backbone (those from before the option were amended to mlp)
                    "vocab": st.get("vocab"), "lr": st.get("lr"), "backbone": st.get("backbone"),
+                   "d_model": st.get("d_model"), "init": st.get("init", "torch"),
                    "device": rec.get("device_name"), "steps": r.get("steps_done"),
                    "test": {f"P{t['n_pairs']}U{t['n_updates']}": round(t["acc"], 4) for t in r.get("test", [])}}
             runs.append(row)

@@ -400,8 +400,17 @@ def test_mqar_names_a_run_that_did_not_learn(tmp_path, monkeypatch):
                       {"spec": "bl", "steps_done": 2500, "test": [{"n_pairs": 4, "n_updates": 0, "acc": 0.5}]}]}
     (tmp_path / "mqar" / "probes" / "p.json").write_text(json.dumps(probe))
     r = _claim("task.mqar").run()
-    assert ("1/P 0.06 (its fresh-data probes: T,P,b = 24,4,2, vocab 64, backbone zoology, 2500 steps: P4U0 0.98)"
+    assert ("1/P 0.06 (its fresh-data probes: T,P,b = 24,4,2, vocab 64, backbone zoology, 2500 steps: P4U0 0.98 "
+            "(same probe: bl P4U0 0.50))" in r.detail), r.detail
+    # a probe at another width and initialisation is named with them, and only its own settings' mixers beside it
+    probe2 = {"settings": {"variant": "block", "config": "24,4,1", "vocab": 8192, "lr": 3e-3, "backbone": "zoology",
+                           "d_model": 64, "init": "zoology"},
+              "runs": [{"spec": "mamba2", "steps_done": 1000, "test": [{"n_pairs": 4, "n_updates": 0, "acc": 0.0}]}]}
+    (tmp_path / "mqar" / "probes" / "q.json").write_text(json.dumps(probe2))
+    r = _claim("task.mqar").run()
+    assert ("; T,P,b = 24,4,1, vocab 8192, width 64, init zoology, backbone zoology, 1000 steps: P4U0 0.00)"
             in r.detail), r.detail
+    (tmp_path / "mqar" / "probes" / "q.json").unlink()
     # a second rate of the grid that did not learn either is named beside the chosen one, in rate order
     curve3 = [{"step": 25 * i, "loss": 7.2, "acc": 0.05} for i in range(1, 11)]
     _write(tmp_path, "mqar", "mamba2", 0, {"test": rows, "val": [{**x, "acc": 0.0} for x in rows]},
