@@ -532,6 +532,18 @@ def device24():
     return jobs + [j for j in device22() if j[1] == "mamba2"]
 
 
+def device25():
+    """The next session's plan (issue 16, MQAR), after the second session of 3 December.  The Update
+    reading that GDN-conv is near 0.60 at 16 updates is not reproduced (1.00 under both update orders);
+    the generator's other Update choice, ``update_keys`` (``distinct``: every update re-assigns a
+    different key), is the next candidate, so that run first, then GDN-conv on Block (Fig. 4c's last
+    missing mixer), then :func:`device24`'s remaining runs."""
+    jobs = grid("mqar", ["gdn-conv"], [0], {"variant": "update", "update_keys": "distinct"})
+    jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "block"})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device24() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -551,7 +563,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25}
 
 
 def cost(job) -> float:

@@ -1,0 +1,101 @@
+"""Run a named set of MQAR mixer probes (scripts/mqar_mixer_probe.py) side by side on one GPU.
+
+The probes are small (width 128, T = 24): one of them uses a sliver of an H200, so a few run at once.
+Each probe writes its own JSON under ``--out``; one whose JSON is there already is skipped, so a
+sweep cut by a device call's limit resumes where it stopped.  A probe that runs past its share of
+``--budget-s`` is stopped by its own ``--max-s`` and still tests what it learned.
+
+    python scripts/mqar_probe_sweep.py mamba2-v1024 --out $OUT/probes --parallel 3 --budget-s 420
+
+Sweeps (``--list`` prints them):
+
+- ``mamba2-v1024``: why Mamba2 does not bind at vocabulary 1,024 (issue 16).  The CPU probe of
+  3 December found GDN at 1.00 and Mamba2 at chance after 2,000 steps at ``lr = 3e-3``; this sweep
+  asks whether Mamba2's learning rate, the vocabulary, the number of steps or Zoology's
+  initialisation changes that, with GDN at the same settings for reference.
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PROBE = Path(__file__).resolve().with_name("mqar_mixer_probe.py")
+
+# the settings all probes of a sweep share: one configuration (T, P, b), fresh data every step
+BASE = {"config": "24,4,1", "d-model": 128, "batch-size": 64, "warmup": 100, "n-test": 512}
+
+
+def _mamba2_v1024() -> list[tuple[str, str, dict]]:
+    # the long probe first: it takes whatever the budget leaves it
+    runs = [("mamba2-v1024-lr0.001-long", "mamba2", {"vocab": 1024, "lr": 1e-3, "steps": 20000})]
+    for lr in (3e-4, 1e-3, 3e-3, 1e-2):
+        runs.append((f"mamba2-v1024-lr{lr:g}", "mamba2", {"vocab": 1024, "lr": lr, "steps": 3000}))
+    runs.append(("gdn-v1024-lr0.003", "gdn", {"vocab": 1024, "lr": 3e-3, "steps": 3000}))
+    for v in (256, 512):
+        runs.append((f"mamba2-v{v}-lr0.003", "mamba2", {"vocab": v, "lr": 3e-3, "steps": 3000}))
+    runs.append(("mamba2-v1024-lr0.001-initzoology", "mamba2",
+                 {"vocab": 1024, "lr": 1e-3, "steps": 3000, "init": "zoology"}))
+    return runs
+
+
+SWEEPS = {"mamba2-v1024": _mamba2_v1024}
+
+
+def command(spec: str, settings: dict, out: Path, device: str, max_s: float) -> list[str]:
+    cmd = [sys.executable, str(PROBE), spec, "--device", device, "--out", str(out), "--max-s", f"{max_s:.0f}"]
+    for k, v in {**BASE, **settings}.items():
+        cmd += [f"--{k}", str(v)]
+    return cmd
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("sweep", nargs="?", choices=sorted(SWEEPS))
+    p.add_argument("--out", help="folder of the probes' JSONs (created; existing probes are skipped)")
+    p.add_argument("--parallel", type=int, default=3, help="probes at once")
+    p.add_argument("--budget-s", type=float, default=420.0, help="wall seconds for the whole sweep")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--list", action="store_true", help="print the sweep's probes and stop")
+    a = p.parse_args(argv)
+    if a.sweep is None:
+        p.error("sweep: name one of " + ", ".join(sorted(SWEEPS)))
+    if a.parallel < 1:
+        p.error(f"--parallel {a.parallel}: must be >= 1")
+    if not a.budget_s > 0:
+        p.error(f"--budget-s {a.budget_s}: must be > 0")
+    runs = SWEEPS[a.sweep]()
+    if a.list:
+        for name, spec, s in runs:
+            print(name, spec, " ".join(f"--{k} {v}" for k, v in {**BASE, **s}.items()))
+        return 0
+    if not a.out:
+        p.error("--out: required unless --list")
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    todo = [r for r in runs if not (out / f"{r[0]}.json").exists()]
+    t0, live = time.monotonic(), []
+    while todo or live:
+        live = [(n, q) for n, q in live if q.poll() is None]
+        left = a.budget_s - (time.monotonic() - t0)
+        while todo and len(live) < a.parallel and left > 30:
+            name, spec, s = todo.pop(0)
+            log = open(out / f"{name}.log", "w")
+            # the long probes get what is left; the others a fair share of it
+            share = left if s.get("steps", 0) > 5000 else min(left, a.budget_s / 2)
+            q = subprocess.Popen(command(spec, s, out / f"{name}.json", a.device, share - 20),
+                                 stdout=log, stderr=subprocess.STDOUT)
+            live.append((name, q))
+            print(f"started {name} (max {share - 20:.0f} s)", flush=True)
+        if not live:
+            break
+        time.sleep(2)
+    for name, _, _ in todo:
+        print(f"not started: {name} (budget spent)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
