@@ -1,0 +1,66 @@
+"""scripts/mqar_probe_sweep.py: a named set of MQAR probes, run side by side, resumable, refusing bad flags."""
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytestmark = pytest.mark.gpu
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "mqar_probe_sweep.py"
+
+
+def _run(*args, cwd):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("mqar_probe_sweep", SCRIPT)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def test_list_names_every_probe_with_its_flags(tmp_path):
+    p = _run("mamba2-v1024", "--list", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.strip().splitlines()
+    names = [ln.split()[0] for ln in lines]
+    assert len(names) == len(set(names)) == 9
+    assert "gdn-v1024-lr0.003" in names and names[0] == "mamba2-v1024-lr0.001-long"
+    assert all("--config 24,4,1" in ln and "--d-model 128" in ln for ln in lines)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("args,flag", [(["mamba2-v1024", "--parallel", "0", "--out", "o"], "--parallel"),
+                                       (["mamba2-v1024", "--budget-s", "0", "--out", "o"], "--budget-s"),
+                                       (["mamba2-v1024"], "--out"), (["--out", "o"], "sweep")])
+def test_bad_flags_exit_2_in_one_line_and_write_nothing(tmp_path, args, flag):
+    p = _run(*args, cwd=tmp_path)
+    assert p.returncode == 2 and flag in p.stderr.strip().splitlines()[-1] and "Traceback" not in p.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_probes_already_written_are_skipped(tmp_path):
+    m = _module()
+    out = tmp_path / "o"
+    out.mkdir()
+    for name, _, _ in m.SWEEPS["mamba2-v1024"]():
+        (out / f"{name}.json").write_text("{}")
+    p = _run("mamba2-v1024", "--out", str(out), "--device", "cpu", "--budget-s", "60", cwd=tmp_path)
+    assert p.returncode == 0 and "started" not in p.stdout
+    assert sorted(f.suffix for f in out.iterdir()) == [".json"] * 9
+
+
+def test_every_probe_command_parses_in_the_probe(tmp_path):
+    """Each command the sweep builds is accepted by mqar_mixer_probe.py's parser: pointed at an existing
+    --out, the probe gets past its parser and then refuses to overwrite, naming --out, not another flag."""
+    m = _module()
+    taken = tmp_path / "taken.json"
+    taken.write_text("{}")
+    for name, spec, s in m.SWEEPS["mamba2-v1024"]():
+        cmd = m.command(spec, s, taken, "cpu", 100)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2 and "--out" in p.stderr and "never overwrites" in p.stderr, (name, p.stderr)
