@@ -11,8 +11,9 @@ Sweeps (``--list`` prints them):
 
 - ``mamba2-v1024``: why Mamba2 does not bind at vocabulary 1,024 (issue 16).  The CPU probe of
   3 December found GDN at 1.00 and Mamba2 at chance after 2,000 steps at ``lr = 3e-3``; this sweep
-  asks whether Mamba2's learning rate, the vocabulary, the number of steps or Zoology's
-  initialisation changes that, with GDN at the same settings for reference.
+  asks whether Zoology's own Mamba2 block (our ``mixers`` backbone: no gated convolution before the
+  mixer), Mamba2's learning rate, the vocabulary, the number of steps or Zoology's initialisation
+  changes that, with GDN at the same settings for reference.
 """
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ BASE = {"config": "24,4,1", "d-model": 128, "batch-size": 64, "warmup": 100, "n-
 def _mamba2_v1024() -> list[tuple[str, str, dict]]:
     # the long probe first: it takes whatever the budget leaves it
     runs = [("mamba2-v1024-lr0.001-long", "mamba2", {"vocab": 1024, "lr": 1e-3, "steps": 20000})]
+    # Zoology runs Mamba2 in its own block (norm, mixer, residual: no BaseConv before it, no MLP), our
+    # backbone "mixers", over the rates np.logspace(-3, -1.5, 4)
+    for lr in (1e-3, 3e-3, 1e-2):
+        runs.append((f"mamba2-v1024-lr{lr:g}-mixers", "mamba2",
+                     {"vocab": 1024, "lr": lr, "steps": 3000, "backbone": "mixers"}))
     for lr in (3e-4, 1e-3, 3e-3, 1e-2):
         runs.append((f"mamba2-v1024-lr{lr:g}", "mamba2", {"vocab": 1024, "lr": lr, "steps": 3000}))
     runs.append(("gdn-v1024-lr0.003", "gdn", {"vocab": 1024, "lr": 3e-3, "steps": 3000}))

@@ -28,8 +28,9 @@ def test_list_names_every_probe_with_its_flags(tmp_path):
     assert p.returncode == 0, p.stderr
     lines = p.stdout.strip().splitlines()
     names = [ln.split()[0] for ln in lines]
-    assert len(names) == len(set(names)) == 9
+    assert len(names) == len(set(names)) == 12
     assert "gdn-v1024-lr0.003" in names and names[0] == "mamba2-v1024-lr0.001-long"
+    assert sum("--backbone mixers" in ln for ln in lines) == 3
     assert all("--config 24,4,1" in ln and "--d-model 128" in ln for ln in lines)
     assert not list(tmp_path.iterdir())
 
@@ -51,7 +52,7 @@ def test_probes_already_written_are_skipped(tmp_path):
         (out / f"{name}.json").write_text("{}")
     p = _run("mamba2-v1024", "--out", str(out), "--device", "cpu", "--budget-s", "60", cwd=tmp_path)
     assert p.returncode == 0 and "started" not in p.stdout
-    assert sorted(f.suffix for f in out.iterdir()) == [".json"] * 9
+    assert sorted(f.suffix for f in out.iterdir()) == [".json"] * 12
 
 
 def test_every_probe_command_parses_in_the_probe(tmp_path):
