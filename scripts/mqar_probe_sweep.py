@@ -5,7 +5,10 @@ Each probe writes its own JSON under ``--out``; one whose JSON is there already 
 sweep cut by a device call's limit resumes where it stopped.  A probe that runs past its share of
 ``--budget-s`` is stopped by its own ``--max-s`` and still tests what it learned.
 
-    python scripts/mqar_probe_sweep.py mamba2-v1024 --out $OUT/probes --parallel 3 --budget-s 420
+    python scripts/mqar_probe_sweep.py mamba2-v1024 --out /tmp/probes --bundle $OUT/probes.tgz --parallel 6 --budget-s 330
+
+``--bundle`` packs the folder into one ``.tgz`` at the end: a device call returns at most 8 files, and
+on 3 December a sweep writing its JSONs under ``$OUT`` got one of twelve back.
 
 Sweeps (``--list`` prints them):
 
@@ -64,6 +67,7 @@ def main(argv=None) -> int:
     p.add_argument("--parallel", type=int, default=3, help="probes at once")
     p.add_argument("--budget-s", type=float, default=420.0, help="wall seconds for the whole sweep")
     p.add_argument("--device", default="cuda")
+    p.add_argument("--bundle", help="at the end, pack the --out folder into this .tgz (one file to bring back)")
     p.add_argument("--list", action="store_true", help="print the sweep's probes and stop")
     a = p.parse_args(argv)
     if a.sweep is None:
@@ -100,6 +104,11 @@ def main(argv=None) -> int:
         time.sleep(2)
     for name, _, _ in todo:
         print(f"not started: {name} (budget spent)", flush=True)
+    if a.bundle:
+        import tarfile
+        with tarfile.open(a.bundle, "w:gz") as tar:
+            tar.add(out, arcname=out.name)
+        print(f"bundle: {a.bundle}", flush=True)
     return 0
 
 

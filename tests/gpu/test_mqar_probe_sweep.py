@@ -65,3 +65,18 @@ def test_every_probe_command_parses_in_the_probe(tmp_path):
         cmd = m.command(spec, s, taken, "cpu", 100)
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert p.returncode == 2 and "--out" in p.stderr and "never overwrites" in p.stderr, (name, p.stderr)
+
+
+def test_bundle_packs_the_folder_into_one_file(tmp_path):
+    import tarfile
+
+    m = _module()
+    out = tmp_path / "o"
+    out.mkdir()
+    for name, _, _ in m.SWEEPS["mamba2-v1024"]():
+        (out / f"{name}.json").write_text("{}")
+    p = _run("mamba2-v1024", "--out", str(out), "--bundle", str(tmp_path / "b.tgz"), "--device", "cpu", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    with tarfile.open(tmp_path / "b.tgz") as tar:
+        names = tar.getnames()
+    assert "o/gdn-v1024-lr0.003.json" in names and sum(n.endswith(".json") for n in names) == 12
