@@ -979,6 +979,7 @@ def mqar(ev: Evidence) -> None:
             others = [o for o in probes["runs"] if o["spec"] != mixer and same(o) == same(r)]
             seen.append(f"T,P,b = {r['config']}, vocab {r['vocab']}"
                         + (f", width {r['d_model']}" if r.get("d_model") else "")
+                        + (f", lr {r['lr']:g}" if r.get("lr") is not None else "")
                         + (f", init {r['init']}" if r.get("init", "torch") != "torch" else "")
                         + f", backbone {r['backbone']}, {r['steps']} steps: {acc_text(r)}"
                         + (f" (same probe: {', '.join(o['spec'] + ' ' + acc_text(o) for o in others)})"
@@ -1012,14 +1013,19 @@ def mqar(ev: Evidence) -> None:
             for r in exempt)
     if probes:
         ev.record(fresh_data_probes=probes)
-        both = [b for b in probes["by_backbone"] if "mlp" in b and "zoology" in b]
-        for cfg in sorted({b["probe"] for b in both}):
-            pairs = [f"{b['spec']} {b['mlp']:.2f} -> {b['zoology']:.2f}"
-                     + (f" (both below 1/P = {b['one_of_the_values']:.2f}: too short to say)"
-                        if max(b["mlp"], b["zoology"]) < b["one_of_the_values"] else "")
-                     for b in both if b["probe"] == cfg]
+        order = ("mlp", "zoology", "mixers")          # ours before 2 December, the default, Zoology's Mamba2 block
+        groups = {}
+        for b in probes["by_backbone"]:
+            names = tuple(x for x in order if x in b)
+            if len(names) >= 2:
+                groups.setdefault((b["probe"], names), []).append(b)
+        for (cfg, names), bs in sorted(groups.items()):
+            pairs = [f"{b['spec']} " + " -> ".join(f"{b[x]:.2f}" for x in names)
+                     + (f" ({'both' if len(names) == 2 else 'all'} below 1/P = {b['one_of_the_values']:.2f}: too "
+                        f"short to say)" if max(b[x] for x in names) < b["one_of_the_values"] else "")
+                     for b in bs]
             ev.summary += (f"; fresh-data probe ({cfg}; not the paper's protocol), test accuracy under "
-                           f"backbone=mlp -> backbone=zoology: " + ", ".join(pairs))
+                           + " -> ".join(f"backbone={x}" for x in names) + ": " + ", ".join(pairs))
 
 
 def _mqar_decay_drift() -> list:
@@ -1102,7 +1108,12 @@ def _mqar_probes() -> dict:
                    "test": {f"P{t['n_pairs']}U{t['n_updates']}": round(t["acc"], 4) for t in r.get("test", [])}}
             runs.append(row)
             if row["config"] and row["backbone"] and len(r.get("test", [])) == 1:
-                key = (f"T,P,b = {row['config']}, vocab {row['vocab']}, {row['steps']} steps", row["spec"])
+                # the same probe but for its backbone: every other setting that a user would vary
+                key = (f"T,P,b = {row['config']}, vocab {row['vocab']}"
+                       + (f", width {row['d_model']}" if row["d_model"] else "")
+                       + (f", lr {row['lr']:g}" if row["lr"] is not None else "")
+                       + (f", init {row['init']}" if row["init"] != "torch" else "")
+                       + f", {row['steps']} steps", row["spec"])
                 by.setdefault(key, {"one_of_the_values": round(1 / r["test"][0]["n_pairs"], 4)})[row["backbone"]] = \
                     r["test"][0]["acc"]
     return {"runs": runs, "by_backbone": [{"probe": k[0], "spec": k[1], **v} for k, v in sorted(by.items())]}

@@ -400,7 +400,7 @@ def test_mqar_names_a_run_that_did_not_learn(tmp_path, monkeypatch):
                       {"spec": "bl", "steps_done": 2500, "test": [{"n_pairs": 4, "n_updates": 0, "acc": 0.5}]}]}
     (tmp_path / "mqar" / "probes" / "p.json").write_text(json.dumps(probe))
     r = _claim("task.mqar").run()
-    assert ("1/P 0.06 (its fresh-data probes: T,P,b = 24,4,2, vocab 64, backbone zoology, 2500 steps: P4U0 0.98 "
+    assert ("1/P 0.06 (its fresh-data probes: T,P,b = 24,4,2, vocab 64, lr 0.003, backbone zoology, 2500 steps: P4U0 0.98 "
             "(same probe: bl P4U0 0.50))" in r.detail), r.detail
     # a probe at another width and initialisation is named with them, and only its own settings' mixers beside it
     probe2 = {"settings": {"variant": "block", "config": "24,4,1", "vocab": 8192, "lr": 3e-3, "backbone": "zoology",
@@ -408,7 +408,7 @@ def test_mqar_names_a_run_that_did_not_learn(tmp_path, monkeypatch):
               "runs": [{"spec": "mamba2", "steps_done": 1000, "test": [{"n_pairs": 4, "n_updates": 0, "acc": 0.0}]}]}
     (tmp_path / "mqar" / "probes" / "q.json").write_text(json.dumps(probe2))
     r = _claim("task.mqar").run()
-    assert ("; T,P,b = 24,4,1, vocab 8192, width 64, init zoology, backbone zoology, 1000 steps: P4U0 0.00)"
+    assert ("; T,P,b = 24,4,1, vocab 8192, width 64, lr 0.003, init zoology, backbone zoology, 1000 steps: P4U0 0.00)"
             in r.detail), r.detail
     (tmp_path / "mqar" / "probes" / "q.json").unlink()
     # a second rate of the grid that did not learn either is named beside the chosen one, in rate order
@@ -490,13 +490,30 @@ def test_mqar_reports_fresh_data_probes_side_by_side_per_backbone(tmp_path, monk
     assert len(r.computed["fresh_data_probes"]["runs"]) == 2 and "fresh-data probe" not in r.detail
     probe("b.json", "zoology", {"bl": 0.99, "gdn": 0.97})
     r = _claim("task.mqar").run()
-    assert ("fresh-data probe (T,P,b = 24,4,2, vocab 64, 2500 steps; not the paper's protocol), test accuracy "
+    assert ("fresh-data probe (T,P,b = 24,4,2, vocab 64, lr 0.003, 2500 steps; not the paper's protocol), test accuracy "
             "under backbone=mlp -> backbone=zoology: bl 0.71 -> 0.99, gdn 0.24 -> 0.97") in r.detail, r.detail
     assert r.status == "pending"                                  # probes never decide a reading
     probe("c.json", "mlp", {"bl": 0.06}, config="128,8,2")
     probe("d.json", "zoology", {"bl": 0.01}, config="128,8,2")
     r = _claim("task.mqar").run()
     assert "bl 0.06 -> 0.01 (both below 1/P = 0.25: too short to say)" in r.detail, r.detail
+    # a third backbone (mixers: Zoology's Mamba2 block) joins the comparison of the same probe, and a probe
+    # at another rate is its own probe, not merged into this one
+    def probe2(name, backbone, accs, lr=3e-3):
+        runs = [{"spec": s, "steps_done": 2000, "curve": [],
+                 "test": [{"n_pairs": 4, "n_updates": 0, "seq_len": 24, "acc": a}]} for s, a in accs.items()]
+        (d / name).write_text(json.dumps({"settings": {"config": "24,4,1", "vocab": 1024, "lr": lr, "d_model": 128,
+                                                       "backbone": backbone, "variant": "block"},
+                                          "device_name": "cpu", "runs": runs}))
+
+    probe2("e.json", "zoology", {"mamba2": 0.0})
+    probe2("f.json", "mixers", {"mamba2": 0.23})
+    probe2("g.json", "mixers", {"mamba2": 0.01}, lr=1e-3)
+    r = _claim("task.mqar").run()
+    assert ("fresh-data probe (T,P,b = 24,4,1, vocab 1024, width 128, lr 0.003, 2000 steps; not the paper's "
+            "protocol), test accuracy under backbone=zoology -> backbone=mixers: mamba2 0.00 -> 0.23 (both below "
+            "1/P = 0.25: too short to say)") in r.detail, r.detail
+    assert "lr 0.001, 2000 steps; not" not in r.detail                  # one backbone at that rate: no comparison
 
 
 def test_mqar_ablation_runs_are_named_beside_the_reading_not_in_its_place(tmp_path, monkeypatch):
