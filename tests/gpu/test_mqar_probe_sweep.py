@@ -29,8 +29,8 @@ def test_list_names_every_probe_with_its_flags(tmp_path):
     lines = p.stdout.strip().splitlines()
     names = [ln.split()[0] for ln in lines]
     assert len(names) == len(set(names)) == 12
-    assert "gdn-v1024-lr0.003" in names and names[0] == "mamba2-v1024-lr0.001-long"
-    assert sum("--backbone mixers" in ln for ln in lines) == 3
+    assert "gdn-v1024-lr0.003" in names and names[0] == "mamba2-v1024-lr0.003-mixers-long"
+    assert sum("--backbone mixers" in ln for ln in lines) == 3 and "--steps 8000" in lines[1]
     assert all("--config 24,4,1" in ln and "--d-model 128" in ln for ln in lines)
     assert not list(tmp_path.iterdir())
 
