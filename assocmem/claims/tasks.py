@@ -958,7 +958,7 @@ def mqar(ev: Evidence) -> None:
     for r in all_runs:
         for k, m in _mqar_memorisation([r]).items():
             every_rate.setdefault(k, []).append(m)
-    stuck = []
+    stuck, listed = [], set()
     for k in stuck_keys:
         ms = sorted(every_rate.get(k, [memo[k]]), key=lambda m: -1.0 if m["lr"] is None else float(m["lr"]))
         lr = ", ".join("unrecorded" if m["lr"] is None else format(m["lr"], "g") for m in ms)
@@ -984,8 +984,11 @@ def mqar(ev: Evidence) -> None:
                         + f", backbone {r['backbone']}, {r['steps']} steps: {acc_text(r)}"
                         + (f" (same probe: {', '.join(o['spec'] + ' ' + acc_text(o) for o in others)})"
                            if others else ""))
-        if seen:
+        if seen and mixer in listed:                # one mixer's probes are listed once
+            text += " (its fresh-data probes: as above)"
+        elif seen:
             text += f" (its fresh-data probes: {'; '.join(seen)})"
+            listed.add(mixer)
         stuck.append(text)
     if stuck:
         ev.record(did_not_learn=stuck_keys)

@@ -402,6 +402,14 @@ def test_mqar_names_a_run_that_did_not_learn(tmp_path, monkeypatch):
     r = _claim("task.mqar").run()
     assert ("1/P 0.06 (its fresh-data probes: T,P,b = 24,4,2, vocab 64, lr 0.003, backbone zoology, 2500 steps: P4U0 0.98 "
             "(same probe: bl P4U0 0.50))" in r.detail), r.detail
+    # a second run of the same mixer that did not learn (another protocol) points to the list, not a copy of it
+    _write(tmp_path, "mqar", "mamba2", 0, {"test": rows}, protocol={"variant": "update", "lr": 1e-3, "init": "zoology"},
+           curve=curve, tag="variant-update__init-zoology")
+    r = _claim("task.mqar").run()
+    assert "mamba2 update [init-zoology] (lr 0.001): training accuracy 0.02, test 0.00, 1/P 0.06 (its fresh-data " \
+           "probes: as above)" in r.detail, r.detail
+    assert r.detail.count("backbone zoology, 2500 steps: P4U0 0.98") == 1
+    (tmp_path / "mqar" / "mamba2__variant-update__init-zoology_s0.json").unlink()
     # a probe at another width and initialisation is named with them, and only its own settings' mixers beside it
     probe2 = {"settings": {"variant": "block", "config": "24,4,1", "vocab": 8192, "lr": 3e-3, "backbone": "zoology",
                            "d_model": 64, "init": "zoology"},
