@@ -544,6 +544,22 @@ def device25():
     return jobs + [j for j in device24() if job_name(j) not in names]
 
 
+def device26():
+    """The next session's plan (issue 16, MQAR), after the third session of 3 December.  Twelve Mamba2
+    probes on the H200 (results/mqar/probes/2026-12-03-h200-*) showed that Mamba2 does bind at vocabulary
+    1,024 (test 1.00), but only after a plateau at chance that ends abruptly (training accuracy 0.1 to 0.9
+    in 200-300 steps) at step 1,100-2,300, later at larger vocabularies (about 500 at 256, 1,300 at 512),
+    and not at all within 3,000 steps at 3e-4, or at 3e-3 when the cosine schedule is only 3,000 steps
+    long; at 1e-2 it ends by step 1,600-1,800.  At the paper's vocabulary of 8,192 the plateau may outlast
+    our 25,000 steps at the rates of our grid (3e-4, 1e-3, 3e-3), which stop below Zoology's (1e-3 to
+    3.2e-2).  So Mamba2 on Update at 1e-2 first, then in Zoology's own block (``backbone=mixers``) at
+    1e-2, then :func:`device25`'s runs (GDN-conv with distinct update keys resumes from step 10,500)."""
+    jobs = grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 1e-2})
+    jobs += grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 1e-2, "backbone": "mixers"})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device25() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -563,7 +579,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26}
 
 
 def cost(job) -> float:
