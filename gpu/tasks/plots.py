@@ -746,10 +746,85 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
     return paths
 
 
+def mqar_probe_curves_data(results_dir, config: str = "24,4,1", d_model: int = 128) -> dict:
+    """The training curves of the GPU fresh-data MQAR probes (``results/mqar/probes/``, written by
+    ``scripts/mqar_mixer_probe.py`` and ``scripts/mqar_probe_sweep.py``) of one configuration and width:
+    ``{vocab: [{"spec", "backbone", "lr", "init", "steps", "step": [...], "acc": [...], "test"}, ...]}``,
+    each vocabulary's runs in file order.  CPU probes are left out (shorter and logged differently)."""
+    d = Path(results_dir) / "mqar" / "probes"
+    out = {}
+    if not d.is_dir():
+        return out
+    for path in sorted(d.glob("*.json")):
+        rec = json.loads(path.read_text())
+        st = rec.get("settings", {})
+        if rec.get("device_name", "cpu") == "cpu" or st.get("config") != config or st.get("d_model") != d_model:
+            continue
+        for r in rec.get("runs", []):
+            c = r.get("curve", [])
+            if not c:
+                continue
+            out.setdefault(int(st["vocab"]), []).append({
+                "spec": r["spec"], "backbone": st.get("backbone"), "lr": st.get("lr"), "init": st.get("init", "torch"),
+                "steps": r.get("steps_done"), "step": [x["step"] for x in c], "acc": [x["acc"] for x in c],
+                "test": r["test"][0]["acc"] if len(r.get("test", [])) == 1 else None})
+    return out
+
+
+def plot_mqar_probes(results_dir, out_dir) -> list[Path]:
+    """The fresh-data probes' training curves (not the paper's protocol): (a) every mixer, backbone and rate
+    at vocabulary 1,024, (b) Mamba2 at lr 3e-3 in the default backbone across the vocabularies.  What they
+    show: Mamba2's plateau at chance, and where it ends."""
+    d = mqar_probe_curves_data(results_dir)
+    if not d:
+        return []
+    plt = _pyplot()
+    colors = {("gdn", "zoology"): "#2a9d8f", ("mamba2", "zoology"): "#e76f51", ("mamba2", "mixers"): "#6a4c93"}
+    dashes = {3e-4: (1, 1.5), 1e-3: (4, 1.5), 3e-3: (), 1e-2: (6, 1.5, 1, 1.5)}
+
+    def label(r, with_vocab=False):
+        return (f"{MQAR_LABELS.get(r['spec'], r['spec'])}, {r['backbone']}, lr {r['lr']:g}"
+                + (f", init {r['init']}" if r["init"] != "torch" else "") + f", {r['steps']:,} steps"
+                + (f", vocabulary {r['vocab']:,}" if with_vocab else "")
+                + (f" (test {r['test']:.2f})" if r["test"] is not None else ""))
+
+    with plt.rc_context(_style()):
+        fig, axs = plt.subplots(1, 2, figsize=(8.4, 2.8), sharey=True)
+        longest = max((r["steps"] for r in d.get(1024, [])), default=0)
+        for r in d.get(1024, []):
+            axs[0].plot(r["step"], r["acc"], lw=1.6 if r["steps"] == longest else 0.9, color=colors.get((r["spec"], r["backbone"]), "0.4"),
+                        dashes=dashes.get(r["lr"], ()), alpha=0.5 if r["init"] != "torch" else 1.0, label=label(r))
+        axs[0].set_title("vocabulary 1,024: each mixer, backbone and rate", fontsize=7)
+        if not d.get(1024):
+            axs[0].text(0.5, 0.5, "no probe", transform=axs[0].transAxes, ha="center", fontsize=7, color="0.4")
+        cmap = plt.get_cmap("viridis")
+        runs = sorted(((v, r) for v, rs in d.items() for r in rs
+                       if r["spec"] == "mamba2" and r["backbone"] == "zoology" and r["lr"] == 3e-3
+                       and r["init"] == "torch"), key=lambda x: (x[0], x[1]["steps"]))
+        vocabs = sorted({v for v, _ in runs})
+        for v, r in runs:
+            axs[1].plot(r["step"], r["acc"], lw=1.0, color=cmap(vocabs.index(v) / max(1, len(vocabs) - 1) * 0.85),
+                        dashes=(4, 1.5) if r["steps"] < max(x["steps"] for w, x in runs if w == v) else (),
+                        label=label({**r, "vocab": v}, with_vocab=True))
+        axs[1].set_title("Mamba2, backbone zoology, lr 3e-3: the plateau against the vocabulary", fontsize=7)
+        for ax in axs:
+            ax.axhline(0.25, ls=":", lw=0.7, color="0.55")
+            ax.set_xlim(0, 4000)              # every curve is flat after step 4,000 (the JSONs have the rest)
+            ax.set_xlabel("training step (fresh batch of 64 each; first 4,000)")
+            ax.legend(fontsize=4.5, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=1)
+        axs[0].set_ylabel("training query accuracy")
+        fig.suptitle("MQAR fresh-data probes on the GPU (T = 24, 4 pairs, width 128; not the paper's protocol); "
+                     "dotted line: 1/P", fontsize=8, y=1.03)
+        paths = _save(fig, out_dir, "mqar_probes")
+        plt.close(fig)
+    return paths
+
+
 def render_all(results_dir="results", out_dir=None) -> list[Path]:
     out_dir = Path(results_dir) / "figures" if out_dir is None else Path(out_dir)
     paths = []
-    for fn in (plot_collision, plot_random_keys, plot_swap, plot_stress, plot_curriculum, plot_ablations, plot_dag, plot_mqar):
+    for fn in (plot_collision, plot_random_keys, plot_swap, plot_stress, plot_curriculum, plot_ablations, plot_dag, plot_mqar,
+               plot_mqar_probes):
         paths += fn(results_dir, out_dir)
     return paths
 

@@ -366,3 +366,59 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     texts = [t.get_text() for t in legend.get_texts()]
     assert len(texts) == len(set(texts)) and {"BL", "BL, seeds 1, 2", "GDN, seed 1", "BL, paper (notes' reading)"} <= set(texts)
     assert plots.plot_mqar(tmp_path / "none", tmp_path / "fig2") == []
+
+
+def test_mqar_probe_figure_draws_the_gpu_probes_curves_per_vocabulary(tmp_path):
+    """The probes' figure: panel (a) every GPU probe at vocabulary 1,024 with its settings and test accuracy
+    in the legend, panel (b) Mamba2 at lr 3e-3 in the default backbone across vocabularies; CPU probes and
+    other configurations are left out, and no probe draws no figure."""
+    import json
+
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    from assocmem.gpu.tasks import plots
+
+    d = tmp_path / "mqar" / "probes"
+    d.mkdir(parents=True)
+
+    def probe(name, spec, vocab, lr, backbone="zoology", device="NVIDIA H200", config="24,4,1", acc=1.0):
+        curve = [{"step": 100 * i, "loss": 1.0, "acc": min(1.0, 0.1 * i)} for i in range(1, 11)]
+        (d / name).write_text(json.dumps({
+            "settings": {"config": config, "vocab": vocab, "lr": lr, "backbone": backbone, "d_model": 128,
+                         "init": "torch"}, "device_name": device,
+            "runs": [{"spec": spec, "steps_done": 1000, "curve": curve,
+                      "test": [{"n_pairs": 4, "n_updates": 0, "acc": acc}]}]}))
+
+    assert plots.plot_mqar_probes(tmp_path, tmp_path / "fig") == []
+    probe("a.json", "mamba2", 1024, 3e-3)
+    probe("b.json", "gdn", 1024, 3e-3, acc=0.99)
+    probe("c.json", "mamba2", 1024, 1e-2, backbone="mixers")
+    probe("d.json", "mamba2", 256, 3e-3)
+    probe("e.json", "mamba2", 1024, 3e-3, device="cpu")              # left out: a CPU probe
+    probe("f.json", "mamba2", 1024, 3e-3, config="24,4,2")            # left out: another configuration
+    data = plots.mqar_probe_curves_data(tmp_path)
+    assert sorted(data) == [256, 1024] and len(data[1024]) == 3
+    assert data[1024][0]["step"][:2] == [100, 200] and data[1024][0]["acc"][:2] == [0.1, 0.2]
+    captured = {}
+    orig = plots._save
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(plots, "_save", lambda fig, dd, name: captured.setdefault("fig", fig) and orig(fig, dd, name))
+    monkey.setattr(plt, "close", lambda fig=None: None)
+    try:
+        paths = plots.plot_mqar_probes(tmp_path, tmp_path / "fig")
+    finally:
+        monkey.undo()
+    assert {p.name for p in paths} == {"mqar_probes.pdf", "mqar_probes.png"}
+    assert all(p.stat().st_size > 1000 for p in paths)
+    a, b = captured["fig"].axes
+    labels_a = [ln.get_label() for ln in a.lines if not ln.get_label().startswith("_")]
+    assert labels_a == ["Mamba2, zoology, lr 0.003, 1,000 steps (test 1.00)", "GDN, zoology, lr 0.003, 1,000 steps (test 0.99)",
+                        "Mamba2, mixers, lr 0.01, 1,000 steps (test 1.00)"]
+    labels_b = [ln.get_label() for ln in b.lines if not ln.get_label().startswith("_")]
+    assert labels_b == ["Mamba2, zoology, lr 0.003, 1,000 steps, vocabulary 256 (test 1.00)",
+                        "Mamba2, zoology, lr 0.003, 1,000 steps, vocabulary 1,024 (test 1.00)"]
+    (ln,) = [ln for ln in a.lines if ln.get_label().startswith("GDN")]
+    assert list(ln.get_xdata())[-1] == 1000 and list(ln.get_ydata())[-1] == 1.0
+    assert [ln.get_ydata()[0] for ln in a.lines if ln.get_label().startswith("_")] == [0.25]   # the 1/P line
