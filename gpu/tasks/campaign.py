@@ -548,9 +548,9 @@ def device26():
     """The next session's plan (issue 16, MQAR), after the third session of 3 December.  Twelve Mamba2
     probes on the H200 (results/mqar/probes/2026-12-03-h200-*) showed that Mamba2 does bind at vocabulary
     1,024 (test 1.00), but only after a plateau at chance that ends abruptly (training accuracy 0.1 to 0.9
-    in 200-300 steps) at step 1,100-2,300, later at larger vocabularies (about 500 at 256, 1,300 at 512),
-    and not at all within 3,000 steps at 3e-4, or at 3e-3 when the cosine schedule is only 3,000 steps
-    long; at 1e-2 it ends by step 1,600-1,800.  At the paper's vocabulary of 8,192 the plateau may outlast
+    in 200-400 steps; 0.5 at step 1,300-2,500 at 3e-3), earlier at smaller vocabularies (600 at 256,
+    1,400 at 512), and not at all within 3,000 steps at 3e-4, or at 3e-3 when the cosine schedule is
+    only 3,000 steps long; at 1e-2 it ends by step 1,600-1,800.  At the paper's vocabulary of 8,192 the plateau may outlast
     our 25,000 steps at the rates of our grid (3e-4, 1e-3, 3e-3), which stop below Zoology's (1e-3 to
     3.2e-2).  So Mamba2 on Update at 1e-2 first, then in Zoology's own block (``backbone=mixers``) at
     1e-2, then :func:`device25`'s runs (GDN-conv with distinct update keys resumes from step 10,500)."""
