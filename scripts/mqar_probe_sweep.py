@@ -17,6 +17,9 @@ Sweeps (``--list`` prints them):
   asks whether Zoology's own Mamba2 block (our ``mixers`` backbone: no gated convolution before the
   mixer), Mamba2's learning rate, the vocabulary, the number of steps or Zoology's initialisation
   changes that, with GDN at the same settings for reference.
+- ``mamba2-vocab``: it does bind at 1,024, after a plateau that ends later at larger vocabularies;
+  this sweep asks where the plateau ends at 2,048, 4,096 and the paper's 8,192, at 3e-3, 1e-2 and
+  3.2e-2 (seven probes, each as long as the budget allows).
 """
 from __future__ import annotations
 
@@ -53,7 +56,23 @@ def _mamba2_v1024() -> list[tuple[str, str, dict]]:
     return runs
 
 
-SWEEPS = {"mamba2-v1024": _mamba2_v1024}
+def _mamba2_vocab() -> list[tuple[str, str, dict]]:
+    """Where Mamba2's plateau ends as the vocabulary grows to the paper's 8,192, at our grid's top rate and
+    above it (Zoology's grid reaches 1e-2 and 3.2e-2), with GDN at 8,192 for reference.  Every probe has a
+    30,000-step schedule, so the rate stays high while the budget lasts; --max-s stops each one and it is
+    tested where it stopped."""
+    long = {"steps": 30000}
+    runs = [("mamba2-v8192-lr0.01", "mamba2", {"vocab": 8192, "lr": 1e-2, **long}),
+            ("mamba2-v8192-lr0.003", "mamba2", {"vocab": 8192, "lr": 3e-3, **long}),
+            ("mamba2-v8192-lr0.032", "mamba2", {"vocab": 8192, "lr": 3.2e-2, **long}),
+            ("mamba2-v8192-lr0.01-mixers", "mamba2", {"vocab": 8192, "lr": 1e-2, "backbone": "mixers", **long}),
+            ("gdn-v8192-lr0.003", "gdn", {"vocab": 8192, "lr": 3e-3, **long})]
+    for v in (2048, 4096):
+        runs.append((f"mamba2-v{v}-lr0.01", "mamba2", {"vocab": v, "lr": 1e-2, **long}))
+    return runs
+
+
+SWEEPS = {"mamba2-v1024": _mamba2_v1024, "mamba2-vocab": _mamba2_vocab}
 
 
 def command(spec: str, settings: dict, out: Path, device: str, max_s: float) -> list[str]:

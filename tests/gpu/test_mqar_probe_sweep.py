@@ -80,3 +80,19 @@ def test_bundle_packs_the_folder_into_one_file(tmp_path):
     with tarfile.open(tmp_path / "b.tgz") as tar:
         names = tar.getnames()
     assert "o/gdn-v1024-lr0.003.json" in names and sum(n.endswith(".json") for n in names) == 12
+
+
+def test_the_vocabulary_sweep_runs_long_schedules_up_to_the_papers_vocabulary(tmp_path):
+    """mamba2-vocab: every probe on a 30,000-step schedule (stopped by the budget, not by the cosine), the
+    paper's vocabulary at three rates, and every command accepted by the probe's parser."""
+    m = _module()
+    runs = m.SWEEPS["mamba2-vocab"]()
+    assert all(s["steps"] == 30000 for _, _, s in runs)
+    assert sorted(s["lr"] for _, spec, s in runs if spec == "mamba2" and s["vocab"] == 8192
+                  and "backbone" not in s) == [3e-3, 1e-2, 3.2e-2]
+    assert {s["vocab"] for _, _, s in runs} == {2048, 4096, 8192}
+    taken = tmp_path / "taken.json"
+    taken.write_text("{}")
+    for name, spec, s in runs:
+        p = subprocess.run(m.command(spec, s, taken, "cpu", 100), capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2 and "never overwrites" in p.stderr, (name, p.stderr)
