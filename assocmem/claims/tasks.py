@@ -970,7 +970,7 @@ def mqar(ev: Evidence) -> None:
         # with the other mixers run in the same probe (the same settings) beside it: a probe where every
         # mixer fails says nothing of this one
         same = lambda r: tuple(r.get(f) for f in ("variant", "config", "vocab", "d_model", "init", "lr",  # noqa: E731
-                                                   "backbone", "steps"))
+                                                   "backbone", "steps", "scheduled"))
         acc_text = lambda r: ", ".join(f"{c} {a:.2f}" for c, a in r["test"].items())  # noqa: E731
         seen = []
         for r in probes.get("runs", []):
@@ -981,7 +981,7 @@ def mqar(ev: Evidence) -> None:
                         + (f", width {r['d_model']}" if r.get("d_model") else "")
                         + (f", lr {r['lr']:g}" if r.get("lr") is not None else "")
                         + (f", init {r['init']}" if r.get("init", "torch") != "torch" else "")
-                        + f", backbone {r['backbone']}, {r['steps']} steps: {acc_text(r)}"
+                        + f", backbone {r['backbone']}, {_probe_steps(r)}: {acc_text(r)}"
                         + (f" (same probe: {', '.join(o['spec'] + ' ' + acc_text(o) for o in others)})"
                            if others else ""))
         if seen and mixer in listed:                # one mixer's probes are listed once
@@ -1091,6 +1091,13 @@ def _mqar_wd_exempt_pairs(loss_tol: float = 0.05) -> list:
     return rows
 
 
+def _probe_steps(row) -> str:
+    """A probe's training length: the steps it ran, and its schedule's length where the budget stopped it
+    before the end (the cosine then had not decayed: not the same probe as one scheduled that short)."""
+    done, sched = row.get("steps"), row.get("scheduled")
+    return f"{done} steps" + (f" of a {sched}-step schedule" if sched and done and sched != done else "")
+
+
 def _mqar_probes() -> dict:
     """The fresh-data probes in ``results/mqar/probes/`` (``scripts/mqar_mixer_probe.py``): every run's
     settings and test accuracy, and, per one-configuration probe (``--config``) and mixer spec, the test
@@ -1107,7 +1114,7 @@ def _mqar_probes() -> dict:
                    # every probe records its backbone (those from before the option were amended to mlp)
                    "vocab": st.get("vocab"), "lr": st.get("lr"), "backbone": st.get("backbone"),
                    "d_model": st.get("d_model"), "init": st.get("init", "torch"),
-                   "device": rec.get("device_name"), "steps": r.get("steps_done"),
+                   "device": rec.get("device_name"), "steps": r.get("steps_done"), "scheduled": st.get("steps"),
                    "test": {f"P{t['n_pairs']}U{t['n_updates']}": round(t["acc"], 4) for t in r.get("test", [])}}
             runs.append(row)
             if row["config"] and row["backbone"] and len(r.get("test", [])) == 1:
@@ -1116,7 +1123,7 @@ def _mqar_probes() -> dict:
                        + (f", width {row['d_model']}" if row["d_model"] else "")
                        + (f", lr {row['lr']:g}" if row["lr"] is not None else "")
                        + (f", init {row['init']}" if row["init"] != "torch" else "")
-                       + f", {row['steps']} steps", row["spec"])
+                       + f", {_probe_steps(row)}", row["spec"])
                 by.setdefault(key, {"one_of_the_values": round(1 / r["test"][0]["n_pairs"], 4)})[row["backbone"]] = \
                     r["test"][0]["acc"]
     return {"runs": runs, "by_backbone": [{"probe": k[0], "spec": k[1], **v} for k, v in sorted(by.items())]}

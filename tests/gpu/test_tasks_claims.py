@@ -522,6 +522,18 @@ def test_mqar_reports_fresh_data_probes_side_by_side_per_backbone(tmp_path, monk
             "protocol), test accuracy under backbone=zoology -> backbone=mixers: mamba2 0.00 -> 0.23 (both below "
             "1/P = 0.25: too short to say)") in r.detail, r.detail
     assert "lr 0.001, 2000 steps; not" not in r.detail                  # one backbone at that rate: no comparison
+    # a probe the budget stopped at step 2,000 of an 8,000-step schedule is not the 2,000-step probe (its rate
+    # had not decayed): named with its schedule, compared only with its own kind
+    runs = [{"spec": "mamba2", "steps_done": 2000, "curve": [],
+             "test": [{"n_pairs": 4, "n_updates": 0, "seq_len": 24, "acc": 0.9}]}]
+    (d / "h.json").write_text(json.dumps({"settings": {"config": "24,4,1", "vocab": 1024, "lr": 3e-3, "d_model": 128,
+                                                       "backbone": "mixers", "variant": "block", "steps": 8000},
+                                          "device_name": "cpu", "runs": runs}))
+    r = _claim("task.mqar").run()
+    assert "mamba2 0.00 -> 0.23 (both below" in r.detail, r.detail               # the 2,000-step pair unchanged
+    assert "2000 steps of a 8000-step schedule" not in r.detail                 # no zoology probe of its kind
+    by = r.computed["fresh_data_probes"]["by_backbone"]
+    assert any(b["probe"].endswith("2000 steps of a 8000-step schedule") and b["mixers"] == 0.9 for b in by)
 
 
 def test_mqar_ablation_runs_are_named_beside_the_reading_not_in_its_place(tmp_path, monkeypatch):
