@@ -17,7 +17,8 @@ Sweeps (``--list`` prints them):
   asks whether Zoology's own Mamba2 block (our ``mixers`` backbone: no gated convolution before the
   mixer), Mamba2's learning rate, the vocabulary, the number of steps or Zoology's initialisation
   changes that, with GDN at the same settings for reference.
-- ``mamba2-vocab``: it does bind at 1,024, after a plateau that ends later at larger vocabularies;
+- ``mamba2-vocab``: it does bind at 1,024, after a plateau whose end moves with the vocabulary, the
+  rate and the block;
   this sweep asks where the plateau ends at 2,048, 4,096 and the paper's 8,192, at 3e-3, 1e-2 and
   3.2e-2 (seven probes, each as long as the budget allows).
 """

@@ -549,7 +549,8 @@ def device26():
     probes on the H200 (results/mqar/probes/2026-12-03-h200-*) showed that Mamba2 does bind at vocabulary
     1,024 (test 1.00), but only after a plateau at chance that ends abruptly (training accuracy 0.1 to 0.9
     in 200-400 steps; 0.5 at step 1,300-2,500 at 3e-3), earlier at smaller vocabularies (600 at 256,
-    1,400 at 512), and not at all within 3,000 steps at 3e-4, or at 3e-3 when the cosine schedule is
+    1,400 at 512; at 2,048 and 1e-2, on a CPU, at 1,200 in Zoology's block and not within 3,989 steps
+    in ours), and not at all within 3,000 steps at 3e-4, or at 3e-3 when the cosine schedule is
     only 3,000 steps long; at 1e-2 it ends by step 1,600-1,800.  At the paper's vocabulary of 8,192 the plateau may outlast
     our 25,000 steps at the rates of our grid (3e-4, 1e-3, 3e-3), which stop below Zoology's (1e-3 to
     3.2e-2).  So Mamba2 on Update at 1e-2 first, then in Zoology's own block (``backbone=mixers``) at
