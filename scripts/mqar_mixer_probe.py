@@ -106,21 +106,6 @@ def run(spec: str, a, device) -> dict:
             "test": evaluate(net, test, a.n_test, 10_000 + a.seed, device)}
 
 
-def _git_commit() -> str:
-    """The checkout's commit (with "+dirty" when tracked files differ), where ASSOCMEM_COMMIT is not set."""
-    import subprocess
-
-    root = Path(__file__).resolve().parents[1]
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (head + ("+dirty" if dirty else "")) if head else "unknown"
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("specs", nargs="+")
@@ -169,8 +154,11 @@ def main(argv=None) -> int:
     device = torch.device(a.device)
     torch.set_num_threads(a.threads) if a.threads else None
     import os
+
+    from assocmem.provenance import git_commit
     res = {"probe": "mqar_mixer_probe", "settings": {k: v for k, v in vars(a).items() if k != "specs"},
-           "commit": os.environ.get("ASSOCMEM_COMMIT") or _git_commit(), "torch": torch.__version__,
+           # the checkout's commit, or on a device's copy (no git) the ASSOCMEM_COMMIT it was made from
+           "commit": os.environ.get("ASSOCMEM_COMMIT") or git_commit(), "torch": torch.__version__,
            "device_name": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "runs": []}
     out.parent.mkdir(parents=True, exist_ok=True)
     for s in a.specs:                     # written after every run: a run cut by the call's limit keeps the others

@@ -969,19 +969,14 @@ def mqar(ev: Evidence) -> None:
         mixer = k.split()[0]
         # with the other mixers run in the same probe (the same settings) beside it: a probe where every
         # mixer fails says nothing of this one
-        same = lambda r: tuple(r.get(f) for f in ("variant", "config", "vocab", "d_model", "init", "lr",  # noqa: E731
-                                                   "backbone", "steps", "scheduled"))
+        same = lambda r: (r.get("variant"), _probe_settings(r, backbone=True))  # noqa: E731
         acc_text = lambda r: ", ".join(f"{c} {a:.2f}" for c, a in r["test"].items())  # noqa: E731
         seen = []
         for r in probes.get("runs", []):
             if r["spec"] != mixer or not r["config"]:
                 continue
             others = [o for o in probes["runs"] if o["spec"] != mixer and same(o) == same(r)]
-            seen.append(f"T,P,b = {r['config']}, vocab {r['vocab']}"
-                        + (f", width {r['d_model']}" if r.get("d_model") else "")
-                        + (f", lr {r['lr']:g}" if r.get("lr") is not None else "")
-                        + (f", init {r['init']}" if r.get("init", "torch") != "torch" else "")
-                        + f", backbone {r['backbone']}, {_probe_steps(r)}: {acc_text(r)}"
+            seen.append(f"{_probe_settings(r, backbone=True)}: {acc_text(r)}"
                         + (f" (same probe: {', '.join(o['spec'] + ' ' + acc_text(o) for o in others)})"
                            if others else ""))
         if seen and mixer in listed:                # one mixer's probes are listed once
@@ -1091,11 +1086,18 @@ def _mqar_wd_exempt_pairs(loss_tol: float = 0.05) -> list:
     return rows
 
 
-def _probe_steps(row) -> str:
-    """A probe's training length: the steps it ran, and its schedule's length where the budget stopped it
-    before the end (the cosine then had not decayed: not the same probe as one scheduled that short)."""
+def _probe_settings(row, backbone: bool = False) -> str:
+    """A probe's settings as a reader names them (and, without the backbone, the key under which probes
+    differing only in their backbone are compared).  Its length is the steps it ran, with its schedule's
+    length where the budget stopped it before the end (the cosine then had not decayed: not the same
+    probe as one scheduled that short)."""
     done, sched = row.get("steps"), row.get("scheduled")
-    return f"{done} steps" + (f" of a {sched}-step schedule" if sched and done and sched != done else "")
+    return (f"T,P,b = {row['config']}, vocab {row['vocab']}"
+            + (f", width {row['d_model']}" if row.get("d_model") else "")
+            + (f", lr {row['lr']:g}" if row.get("lr") is not None else "")
+            + (f", init {row['init']}" if row.get("init", "torch") != "torch" else "")
+            + (f", backbone {row['backbone']}" if backbone else "")
+            + f", {done} steps" + (f" of a {sched}-step schedule" if sched and done and sched != done else ""))
 
 
 def _mqar_probes() -> dict:
@@ -1119,11 +1121,7 @@ def _mqar_probes() -> dict:
             runs.append(row)
             if row["config"] and row["backbone"] and len(r.get("test", [])) == 1:
                 # the same probe but for its backbone: every other setting that a user would vary
-                key = (f"T,P,b = {row['config']}, vocab {row['vocab']}"
-                       + (f", width {row['d_model']}" if row["d_model"] else "")
-                       + (f", lr {row['lr']:g}" if row["lr"] is not None else "")
-                       + (f", init {row['init']}" if row["init"] != "torch" else "")
-                       + f", {_probe_steps(row)}", row["spec"])
+                key = (_probe_settings(row), row["spec"])
                 by.setdefault(key, {"one_of_the_values": round(1 / r["test"][0]["n_pairs"], 4)})[row["backbone"]] = \
                     r["test"][0]["acc"]
     return {"runs": runs, "by_backbone": [{"probe": k[0], "spec": k[1], **v} for k, v in sorted(by.items())]}

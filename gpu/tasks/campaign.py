@@ -551,9 +551,9 @@ def device26():
     in 200-400 steps; 0.5 at step 1,300-2,500 at 3e-3), earlier at smaller vocabularies (600 at 256,
     1,400 at 512; at 2,048 and 1e-2, on a CPU, at 1,200 in Zoology's block and not within 3,989 steps
     in ours), and not at all within 3,000 steps at 3e-4, or at 3e-3 when the cosine schedule is
-    only 3,000 steps long; at 1e-2 it ends by step 1,600-1,800.  At the paper's vocabulary of 8,192 the plateau may outlast
-    our 25,000 steps at the rates of our grid (3e-4, 1e-3, 3e-3), which stop below Zoology's (1e-3 to
-    3.2e-2).  So Mamba2 on Update at 1e-2 first, then in Zoology's own block (``backbone=mixers``) at
+    only 3,000 steps long; at 1e-2 it ends by step 1,600-1,800.  At the paper's vocabulary of 8,192
+    the plateau may outlast our 25,000 steps at the rates of our grid (3e-4, 1e-3, 3e-3), which stop
+    below Zoology's (1e-3 to 3.2e-2).  So Mamba2 on Update at 1e-2 first, then in Zoology's own block (``backbone=mixers``) at
     1e-2, then :func:`device25`'s runs (GDN-conv with distinct update keys resumes from step 10,500)."""
     jobs = grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 1e-2})
     jobs += grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 1e-2, "backbone": "mixers"})

@@ -23,6 +23,26 @@ def _module():
     return m
 
 
+def _written(tmp_path, sweep="mamba2-v1024"):
+    """An --out folder where every probe of the sweep has its JSON already."""
+    out = tmp_path / "o"
+    out.mkdir()
+    for name, _, _ in _module().SWEEPS[sweep]():
+        (out / f"{name}.json").write_text("{}")
+    return out
+
+
+def _assert_each_command_parses(runs, tmp_path):
+    """Each command the sweep builds is accepted by mqar_mixer_probe.py's parser: pointed at an existing
+    --out, the probe gets past its parser and then refuses to overwrite, naming --out, not another flag."""
+    m = _module()
+    taken = tmp_path / "taken.json"
+    taken.write_text("{}")
+    for name, spec, s in runs:
+        p = subprocess.run(m.command(spec, s, taken, "cpu", 100), capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2 and "--out" in p.stderr and "never overwrites" in p.stderr, (name, p.stderr)
+
+
 def test_list_names_every_probe_with_its_flags(tmp_path):
     p = _run("mamba2-v1024", "--list", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
@@ -45,36 +65,20 @@ def test_bad_flags_exit_2_in_one_line_and_write_nothing(tmp_path, args, flag):
 
 
 def test_probes_already_written_are_skipped(tmp_path):
-    m = _module()
-    out = tmp_path / "o"
-    out.mkdir()
-    for name, _, _ in m.SWEEPS["mamba2-v1024"]():
-        (out / f"{name}.json").write_text("{}")
+    out = _written(tmp_path)
     p = _run("mamba2-v1024", "--out", str(out), "--device", "cpu", "--budget-s", "60", cwd=tmp_path)
     assert p.returncode == 0 and "started" not in p.stdout
     assert sorted(f.suffix for f in out.iterdir()) == [".json"] * 12
 
 
 def test_every_probe_command_parses_in_the_probe(tmp_path):
-    """Each command the sweep builds is accepted by mqar_mixer_probe.py's parser: pointed at an existing
-    --out, the probe gets past its parser and then refuses to overwrite, naming --out, not another flag."""
-    m = _module()
-    taken = tmp_path / "taken.json"
-    taken.write_text("{}")
-    for name, spec, s in m.SWEEPS["mamba2-v1024"]():
-        cmd = m.command(spec, s, taken, "cpu", 100)
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        assert p.returncode == 2 and "--out" in p.stderr and "never overwrites" in p.stderr, (name, p.stderr)
+    _assert_each_command_parses(_module().SWEEPS["mamba2-v1024"](), tmp_path)
 
 
 def test_bundle_packs_the_folder_into_one_file(tmp_path):
     import tarfile
 
-    m = _module()
-    out = tmp_path / "o"
-    out.mkdir()
-    for name, _, _ in m.SWEEPS["mamba2-v1024"]():
-        (out / f"{name}.json").write_text("{}")
+    out = _written(tmp_path)
     p = _run("mamba2-v1024", "--out", str(out), "--bundle", str(tmp_path / "b.tgz"), "--device", "cpu", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     with tarfile.open(tmp_path / "b.tgz") as tar:
@@ -91,8 +95,4 @@ def test_the_vocabulary_sweep_runs_long_schedules_up_to_the_papers_vocabulary(tm
     assert sorted(s["lr"] for _, spec, s in runs if spec == "mamba2" and s["vocab"] == 8192
                   and "backbone" not in s) == [3e-3, 1e-2, 3.2e-2]
     assert {s["vocab"] for _, _, s in runs} == {2048, 4096, 8192}
-    taken = tmp_path / "taken.json"
-    taken.write_text("{}")
-    for name, spec, s in runs:
-        p = subprocess.run(m.command(spec, s, taken, "cpu", 100), capture_output=True, text=True, timeout=120)
-        assert p.returncode == 2 and "never overwrites" in p.stderr, (name, p.stderr)
+    _assert_each_command_parses(runs, tmp_path)

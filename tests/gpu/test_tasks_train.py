@@ -249,6 +249,22 @@ def test_plots_stress_and_curriculum(tmp_path):
     assert {p.name for p in paths} == {f"{n}.{e}" for n in ("swap_stress", "swap_curriculum") for e in ("pdf", "png")}
 
 
+def _drawn(plot, results_dir, out_dir):
+    """``plot(results_dir, out_dir)`` as a reader gets it: the files it wrote and the figure they show
+    (caught on its way to ``_save``, kept open)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    captured = {}
+    orig = plots._save
+    with pytest.MonkeyPatch.context() as monkey:
+        monkey.setattr(plots, "_save", lambda fig, d, name: captured.setdefault("fig", fig) and orig(fig, d, name))
+        monkey.setattr(plt, "close", lambda fig=None: None)
+        paths = plot(results_dir, out_dir)
+    return paths, captured["fig"]
+
+
 def _bl_mixer_run(mix, h, keys):
     mix.zero_grad()
     out = mix(h, keys)
@@ -330,19 +346,8 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     paths = plots.plot_mqar(tmp_path, tmp_path / "fig")
     assert {p.name for p in paths} == {"mqar.pdf", "mqar.png"} and all(p.stat().st_size > 1000 for p in paths)
     # what a reader sees: the runs, the notes' readings as labelled reference points, the 1/P line
-    import matplotlib
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-    captured = {}
-    orig = plots._save
-    monkey = pytest.MonkeyPatch()
-    monkey.setattr(plots, "_save", lambda fig, d, name: captured.setdefault("fig", fig) and orig(fig, d, name))
-    monkey.setattr(plt, "close", lambda fig=None: None)
-    try:
-        plots.plot_mqar(tmp_path, tmp_path / "fig3")
-    finally:
-        monkey.undo()
-    ax_update = captured["fig"].axes[1]
+    _, fig = _drawn(plots.plot_mqar, tmp_path, tmp_path / "fig3")
+    ax_update = fig.axes[1]
     labels = ax_update.get_legend_handles_labels()[1]
     assert "BL" in labels and "BL, paper (notes' reading)" in labels and "one of the P values at random (1/P)" in labels
     ref = [ln for ln in ax_update.lines if ln.get_label() == "BL, paper (notes' reading)"][0]
@@ -362,7 +367,7 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     assert all(ln.get_linewidth() < main.get_linewidth() for ln in s12)
     assert [list(ln.get_ydata()) for ln in ax_update.lines if ln.get_label() == "GDN, seed 1"] == [[0.9] * 3]
     # one legend, under the panels, naming every line once
-    (legend,) = captured["fig"].legends
+    (legend,) = fig.legends
     texts = [t.get_text() for t in legend.get_texts()]
     assert len(texts) == len(set(texts)) and {"BL", "BL, seeds 1, 2", "GDN, seed 1", "BL, paper (notes' reading)"} <= set(texts)
     assert plots.plot_mqar(tmp_path / "none", tmp_path / "fig2") == []
@@ -372,14 +377,6 @@ def test_mqar_probe_figure_draws_the_gpu_probes_curves_per_vocabulary(tmp_path):
     """The probes' figure: panel (a) every GPU probe at vocabulary 1,024 with its settings and test accuracy
     in the legend, panel (b) Mamba2 at lr 3e-3 in the default backbone across vocabularies; CPU probes and
     other configurations are left out, and no probe draws no figure."""
-    import json
-
-    import matplotlib
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    from assocmem.gpu.tasks import plots
-
     d = tmp_path / "mqar" / "probes"
     d.mkdir(parents=True)
 
@@ -401,18 +398,10 @@ def test_mqar_probe_figure_draws_the_gpu_probes_curves_per_vocabulary(tmp_path):
     data = plots.mqar_probe_curves_data(tmp_path)
     assert sorted(data) == [256, 1024] and len(data[1024]) == 3
     assert data[1024][0]["step"][:2] == [100, 200] and data[1024][0]["acc"][:2] == [0.1, 0.2]
-    captured = {}
-    orig = plots._save
-    monkey = pytest.MonkeyPatch()
-    monkey.setattr(plots, "_save", lambda fig, dd, name: captured.setdefault("fig", fig) and orig(fig, dd, name))
-    monkey.setattr(plt, "close", lambda fig=None: None)
-    try:
-        paths = plots.plot_mqar_probes(tmp_path, tmp_path / "fig")
-    finally:
-        monkey.undo()
+    paths, fig = _drawn(plots.plot_mqar_probes, tmp_path, tmp_path / "fig")
     assert {p.name for p in paths} == {"mqar_probes.pdf", "mqar_probes.png"}
     assert all(p.stat().st_size > 1000 for p in paths)
-    a, b = captured["fig"].axes
+    a, b = fig.axes
     labels_a = [ln.get_label() for ln in a.lines if not ln.get_label().startswith("_")]
     assert labels_a == ["Mamba2, zoology, lr 0.003, 1,000 steps (test 1.00)", "GDN, zoology, lr 0.003, 1,000 steps (test 0.99)",
                         "Mamba2, mixers, lr 0.01, 1,000 steps (test 1.00)"]
