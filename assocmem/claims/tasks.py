@@ -988,6 +988,14 @@ def mqar(ev: Evidence) -> None:
     if stuck:
         ev.record(did_not_learn=stuck_keys)
         ev.summary += "; did not learn (below 1/P on its own pool): " + "; ".join(stuck)
+        partial = _mqar_partial_runs(stuck_keys)
+        if partial:
+            ev.record(did_not_learn_partial_runs=partial)
+            ev.summary += "; their partial runs (stopped by a call's limit, not results): " + "; ".join(
+                f"{p['run']} at step {p['step']:,}: training accuracy {p['train_acc']:.2f}, "
+                + (f"{p['exit_acc']:g} first at step {p['exit_step']:,}" if p["exit_step"] is not None
+                   else f"not yet {p['exit_acc']:g}")
+                for p in partial)
     drift = _mqar_decay_drift()
     if drift:
         ev.record(decay_drift=drift)
@@ -1083,6 +1091,35 @@ def _mqar_wd_exempt_pairs(loss_tol: float = 0.05) -> list:
                      "steps": int(ref.get("steps") or run.get("steps") or last),
                      "max_abs_dloss": dloss, "acc_exempt": a[last]["acc"], "acc_decayed": b[last]["acc"],
                      "same_course": dloss <= loss_tol})
+    return rows
+
+
+def _mqar_partial_runs(stuck_keys, exit_acc: float = 0.5) -> list:
+    """The partial runs (``results/mqar/*.partial.json``, stopped by a device call's limit: not results)
+    of every (model, variant) in ``stuck_keys`` (``"model variant"``, the runs that did not learn): each
+    run's protocol as its name gives it, the last logged step and training accuracy (one batch of the
+    pool), and the first logged step at which the training accuracy reached ``exit_acc`` (None: not
+    yet).  What they show: whether the same model leaves its plateau under another rate or block."""
+    d = RESULTS / "mqar" if RESULTS is not None else None
+    if d is None or not d.is_dir() or not stuck_keys:
+        return []
+    want = {tuple(k.split()[:2]) for k in stuck_keys}
+    rows = []
+    for path in sorted(d.glob("*.partial.json")):
+        name = path.name.removesuffix(".partial.json")
+        spec, _, seed = name.rpartition("_s")
+        model, *opts = spec.split("__")
+        opts = dict(o.split("-", 1) for o in opts if "-" in o)
+        if (model, opts.get("variant", "base")) not in want or not seed.isdigit():
+            continue
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        curve = rec.get("curve", [])
+        if not curve:
+            continue
+        exit_step = next((c["step"] for c in curve if c["acc"] >= exit_acc), None)
+        rows.append({"run": name, "model": model, "variant": opts.get("variant", "base"), "seed": int(seed),
+                     "options": {k: v for k, v in opts.items() if k != "variant"}, "step": curve[-1]["step"],
+                     "train_acc": round(curve[-1]["acc"], 4), "exit_acc": exit_acc, "exit_step": exit_step})
     return rows
 
 

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from .sweep import grid, job_name, run_jobs
-from .names import CURRICULUM_MODELS, MQAR_LR_GRID, STRESS_MODELS   # no torch at import (sweep.py says why)
+from .names import CURRICULUM_MODELS, MQAR_LR_GRID, MQAR_LR_GRID_UNTIL_3DEC, STRESS_MODELS   # no torch at import (sweep.py says why)
 
 
 def priority():
@@ -170,7 +170,7 @@ def device5():
     first: ``--probe "mqar:gdn:variant=base,pool_size=2048 mqar:gdn-conv:variant=base,pool_size=2048"``."""
     jobs = device4c()
     for model in ("bl", "gdn"):
-        for lr in MQAR_LR_GRID:
+        for lr in MQAR_LR_GRID_UNTIL_3DEC:
             jobs += grid("mqar", [model], [0], {"variant": "base", "lr": lr, "epochs": 12})
     return jobs
 
@@ -188,7 +188,7 @@ def device6():
     fact = {"edge_tokens": "single", "edge_embedding": "factored"}
     jobs += grid("dag_reachability", dfs + ["transformer-1"], [0], fact)
     jobs += grid("dag_reachability", ["deltaformer-round2"], [0], {**fact, "lr": 1e-3})
-    for lr in MQAR_LR_GRID:
+    for lr in MQAR_LR_GRID_UNTIL_3DEC:
         jobs += grid("mqar", ["bl"], [0], {"variant": "base", "lr": lr, "epochs": 12})
     return jobs
 
@@ -220,7 +220,7 @@ def device8():
     jobs += grid("dag_reachability", dfs, [0], {"deltaformer_write": "query"})
     jobs += grid("dag_reachability", dfs + ["transformer-1"], [0], {"output": "per_node"})
     for model in ("bl", "gdn"):
-        for lr in MQAR_LR_GRID:
+        for lr in MQAR_LR_GRID_UNTIL_3DEC:
             jobs += grid("mqar", [model], [0], {"variant": "base", "lr": lr, "epochs": 12})
     return jobs
 
@@ -270,7 +270,7 @@ def device11():
     jobs = grid("mqar", ["bl"], [0], {"variant": "update"})
     for variant in ("block", "update"):
         jobs += grid("mqar", ["gdn"], [0], {"variant": variant})
-    OTHER_LRS = sorted((x for x in MQAR_LR_GRID if x != 1e-3), reverse=True)       # the default is 1e-3
+    OTHER_LRS = sorted((x for x in MQAR_LR_GRID_UNTIL_3DEC if x != 1e-3), reverse=True)       # the default is 1e-3
     for lr in OTHER_LRS:
         for variant in ("block", "update"):
             jobs += grid("mqar", ["bl"], [0], {"variant": variant, "lr": lr})

@@ -368,13 +368,13 @@ def test_mqar_summary_shows_what_is_measured_and_which_learning_rates_ran(tmp_pa
     r = _claim("task.mqar").run()
     assert r.status == "pending", r.detail
     assert "measured so far (test, seed 0): bl at 16 pairs 0.02" in r.detail, r.detail
-    assert "learning rates run of the grid 0.0003, 0.001, 0.003: bl block 0.001]" in r.detail, r.detail
+    assert "learning rates run of the grid 0.0003, 0.001, 0.003, 0.01: bl block 0.001]" in r.detail, r.detail
     assert r.computed["lrs_run"] == {"bl block": [0.001]}
-    # the other two rates: the grid is complete and the note goes
-    for lr in (3e-4, 3e-3):
+    # the other three rates: the grid is complete and the note goes
+    for lr in (3e-4, 3e-3, 1e-2):
         _mqar(tmp_path, "block", {"bl": 0.03}, "n_pairs", protocol={"lr": lr}, tag=f"lr-{lr}")
     r = _claim("task.mqar").run()
-    assert r.computed["lrs_run"] == {"bl block": [0.0003, 0.001, 0.003]}
+    assert r.computed["lrs_run"] == {"bl block": [0.0003, 0.001, 0.003, 0.01]}
     assert "learning rates run" not in r.detail, r.detail
 
 
@@ -434,6 +434,43 @@ def test_mqar_names_a_run_that_did_not_learn(tmp_path, monkeypatch):
            tag="variant-update")
     r = _claim("task.mqar").run()
     assert "did not learn" not in r.detail and "did_not_learn" not in r.computed, r.detail
+
+
+def test_mqar_names_the_partial_runs_of_a_model_that_did_not_learn(tmp_path, monkeypatch):
+    """Beside a run that did not learn, the partial runs of the same model and variant (another rate or
+    block, stopped by a call's limit) are named with their last step and training accuracy and the step
+    where that accuracy first reached 0.5; other models' partial runs are not."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    rows = [{"config": f"U{u}", "n_pairs": 16, "n_updates": u, "block_size": 1, "acc": 0.0001} for u in (0, 8, 16)]
+    stuck = [{"step": 25 * i, "loss": 7.8, "acc": 0.02} for i in range(1, 11)]
+    _write(tmp_path, "mqar", "mamba2", 0, {"test": rows}, protocol={"variant": "update", "lr": 1e-3}, curve=stuck,
+           tag="variant-update")
+    d = tmp_path / "mqar"
+
+    def partial(name, accs):
+        curve = [{"step": 100 * (i + 1), "loss": 1.0, "acc": a} for i, a in enumerate(accs)]
+        (d / f"{name}.partial.json").write_text(json.dumps(
+            {"task": "mqar", "model": name.split("__")[0], "seed": 0, "status": "stopped", "step": curve[-1]["step"],
+             "curve": curve}))
+
+    partial("mamba2__variant-update__lr-0.01_s0", [0.01, 0.02, 0.49, 0.72, 0.9])
+    partial("mamba2__variant-update__lr-0.0003_s0", [0.0, 0.01])
+    partial("gdn__variant-update_s0", [0.2, 0.9])
+    partial("mamba2__variant-block_s0", [0.2, 0.9])                # another variant: not this run's
+    r = _claim("task.mqar").run()
+    assert ("their partial runs (stopped by a call's limit, not results): mamba2__variant-update__lr-0.0003_s0 at "
+            "step 200: training accuracy 0.01, not yet 0.5; mamba2__variant-update__lr-0.01_s0 at step 500: training "
+            "accuracy 0.90, 0.5 first at step 400") in r.detail, r.detail
+    assert "gdn__variant-update_s0" not in r.detail and "mamba2__variant-block_s0" not in r.detail
+    got = {p["run"]: p for p in r.computed["did_not_learn_partial_runs"]}
+    assert got["mamba2__variant-update__lr-0.01_s0"]["options"] == {"lr": "0.01"}
+    # once the model learns (its run at 1/P or above) the partial runs are not listed
+    _write(tmp_path, "mqar", "mamba2", 0, {"test": rows}, protocol={"variant": "update", "lr": 1e-3},
+           curve=[{"step": 25 * i, "loss": 2.0, "acc": 0.5} for i in range(1, 11)], tag="variant-update")
+    r = _claim("task.mqar").run()
+    assert "their partial runs" not in r.detail and "did_not_learn_partial_runs" not in r.computed
 
 
 def test_a_finished_arm_that_breaks_a_reading_decides_it_before_the_others_finish(tmp_path, monkeypatch):
