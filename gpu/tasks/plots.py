@@ -773,14 +773,15 @@ def mqar_probe_curves_data(results_dir, config: str = "24,4,1", d_model: int = 1
 
 def plot_mqar_probes(results_dir, out_dir) -> list[Path]:
     """The fresh-data probes' training curves (not the paper's protocol): (a) every mixer, backbone and rate
-    at vocabulary 1,024, (b) Mamba2 at lr 3e-3 in the default backbone across the vocabularies.  What they
-    show: Mamba2's plateau at chance, and where it ends."""
+    at vocabulary 1,024, (b) Mamba2 at lr 3e-3 in the default backbone across the vocabularies, (c) where
+    there are any, every probe at vocabulary 2,048 or more.  What they show: Mamba2's plateau at chance,
+    and where it ends.  Each panel runs to 1,500 steps past its last exit (accuracy 0.5)."""
     d = mqar_probe_curves_data(results_dir)
     if not d:
         return []
     plt = _pyplot()
     colors = {("gdn", "zoology"): "#2a9d8f", ("mamba2", "zoology"): "#e76f51", ("mamba2", "mixers"): "#6a4c93"}
-    dashes = {3e-4: (1, 1.5), 1e-3: (4, 1.5), 3e-3: (), 1e-2: (6, 1.5, 1, 1.5)}
+    dashes = {3e-4: (1, 1.5), 1e-3: (4, 1.5), 3e-3: (), 1e-2: (6, 1.5, 1, 1.5), 3.2e-2: (2, 1, 2, 3)}
 
     def label(r, with_vocab=False):
         return (f"{MQAR_LABELS.get(r['spec'], r['spec'])}, {r['backbone']}, lr {r['lr']:g}"
@@ -788,8 +789,21 @@ def plot_mqar_probes(results_dir, out_dir) -> list[Path]:
                 + (f", vocabulary {r['vocab']:,}" if with_vocab else "")
                 + (f" (test {r['test']:.2f})" if r["test"] is not None else ""))
 
+    def xmax(rs):
+        # up to 1,500 steps past the last exit (training accuracy 0.5) drawn, within the longest curve: after
+        # it every curve is flat (the JSONs have the rest)
+        if not rs:
+            return 4000
+        longest = max(r["step"][-1] for r in rs)
+        exits = [next((s for s, a in zip(r["step"], r["acc"]) if a >= 0.5), None) for r in rs]
+        last = max((e for e in exits if e is not None), default=longest)
+        return min(longest, -(-(last + 1500) // 500) * 500)
+
+    # the long probes at the larger vocabularies (the mamba2-vocab sweep): a panel of their own
+    large = sorted(((v, r) for v, rs in d.items() if v >= 2048 for r in rs), key=lambda x: (x[0], x[1]["spec"],
+                                                                                          x[1]["backbone"], x[1]["lr"]))
     with plt.rc_context(_style()):
-        fig, axs = plt.subplots(1, 2, figsize=(8.4, 2.8), sharey=True)
+        fig, axs = plt.subplots(1, 3 if large else 2, figsize=(12.6 if large else 8.4, 2.8), sharey=True)
         longest = max((r["steps"] for r in d.get(1024, [])), default=0)
         for r in d.get(1024, []):
             axs[0].plot(r["step"], r["acc"], lw=1.6 if r["steps"] == longest else 0.9, color=colors.get((r["spec"], r["backbone"]), "0.4"),
@@ -806,11 +820,22 @@ def plot_mqar_probes(results_dir, out_dir) -> list[Path]:
             axs[1].plot(r["step"], r["acc"], lw=1.0, color=cmap(vocabs.index(v) / max(1, len(vocabs) - 1) * 0.85),
                         dashes=(4, 1.5) if r["steps"] < max(x["steps"] for w, x in runs if w == v) else (),
                         label=label({**r, "vocab": v}, with_vocab=True))
-        axs[1].set_title("Mamba2, backbone zoology, lr 3e-3: the plateau against the vocabulary", fontsize=7)
-        for ax in axs:
+        axs[1].set_title("Mamba2, zoology, lr 3e-3: the plateau by vocabulary", fontsize=7)
+        spans = [xmax(d.get(1024, [])), xmax([r for _, r in runs])]
+        if large:
+            lv = sorted({v for v, _ in large})
+            for v, r in large:
+                axs[2].plot(r["step"], r["acc"], dashes=dashes.get(r["lr"], ()),
+                            lw=1.6 if r["backbone"] == "mixers" else 0.9,
+                            color=(colors[("gdn", "zoology")] if r["spec"] == "gdn"
+                                   else cmap(lv.index(v) / max(1, len(lv) - 1) * 0.85)),
+                            label=label({**r, "vocab": v}, with_vocab=True))
+            axs[2].set_title("vocabulary 2,048 and up: rate and block (schedules cut)", fontsize=7)
+            spans.append(xmax([r for _, r in large]))
+        for ax, span in zip(axs, spans):
             ax.axhline(0.25, ls=":", lw=0.7, color="0.55")
-            ax.set_xlim(0, 4000)              # every curve is flat after step 4,000 (the JSONs have the rest)
-            ax.set_xlabel("training step (fresh batch of 64 each; first 4,000)")
+            ax.set_xlim(0, span)
+            ax.set_xlabel(f"training step (fresh batch of 64 each; first {span:,})")
             ax.legend(fontsize=4.5, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=1)
         axs[0].set_ylabel("training query accuracy")
         fig.suptitle("MQAR fresh-data probes on the GPU (T = 24, 4 pairs, width 128; not the paper's protocol); "

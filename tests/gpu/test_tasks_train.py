@@ -411,3 +411,11 @@ def test_mqar_probe_figure_draws_the_gpu_probes_curves_per_vocabulary(tmp_path):
     (ln,) = [ln for ln in a.lines if ln.get_label().startswith("GDN")]
     assert list(ln.get_xdata())[-1] == 1000 and list(ln.get_ydata())[-1] == 1.0
     assert [ln.get_ydata()[0] for ln in a.lines if ln.get_label().startswith("_")] == [0.25]   # the 1/P line
+    assert a.get_xlim()[1] == 1000          # no curve longer than 1,000 steps: the panel ends with them
+    # a probe at a vocabulary of 2,048 or more opens a third panel, and it is not drawn in panel (a)
+    probe("g.json", "mamba2", 8192, 1e-2, acc=0.0)
+    _, fig = _drawn(plots.plot_mqar_probes, tmp_path, tmp_path / "fig")
+    a, b, c = fig.axes
+    assert [ln.get_label() for ln in c.lines if not ln.get_label().startswith("_")] == [
+        "Mamba2, zoology, lr 0.01, 1,000 steps, vocabulary 8,192 (test 0.00)"]
+    assert len([ln for ln in a.lines if not ln.get_label().startswith("_")]) == 3
