@@ -561,6 +561,22 @@ def device26():
     return jobs + [j for j in device25() if job_name(j) not in names]
 
 
+def device27():
+    """The next session's plan (issue 16, MQAR), after the fourth session of 3 December.  Mamba2 on Update
+    learned at lr 1e-2 (0.81 at 16 updates; 0.96 in Zoology's block), so the rate grid gained 1e-2.
+    First GDN-conv with distinct update keys (the Update generator's last choice; a checkpoint at step
+    10,500 exists outside the repository), then Mamba2 at 1e-2 on seeds 1 and 2, then the grid's new
+    rate for GDN and BL on Update and Block, then :func:`device25`'s remaining runs (GDN-conv on
+    Block first among them)."""
+    jobs = grid("mqar", ["gdn-conv"], [0], {"variant": "update", "update_keys": "distinct"})
+    jobs += grid("mqar", ["mamba2"], [1, 2], {"variant": "update", "lr": 1e-2})
+    for model in ("gdn", "bl"):
+        for variant in ("update", "block"):
+            jobs += grid("mqar", [model], [0], {"variant": variant, "lr": 1e-2})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device25() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -580,7 +596,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27}
 
 
 def cost(job) -> float:
