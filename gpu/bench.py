@@ -53,7 +53,7 @@ class Op(NamedTuple):
     call: Callable
     chunk: Optional[tuple] = None     # chunk_bl's (chunk size, backward segment length L or None)
     fwd_only: bool = False            # no backward (chunk_bl_segments): checked and timed forward only
-    segments: Optional[tuple] = None  # chunk_bl_segments' (chunk size, segment tokens): its levels timed too
+    segments: Optional[tuple] = None  # chunk_bl_segments' (chunk size, segment tokens, config): its levels timed too
 
 
 def inputs(torch, shape, device, seed, fla=False):
@@ -80,7 +80,7 @@ def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=N
     ``chunk_C{C}_L{L}`` for an integer ``L`` (the same forward, the backward in segments of ``L``
     chunks: time and peak memory side by side in one process); with ``state_dots`` (values of
     ``ChunkConfig.state_dot``, ``None`` for ``chunk_config``'s own) the same per value, ``"left"``
-    named ``…_SL``; ``segments_C{C}_L{L}`` for each of
+    named ``…_SL``; ``segments_C{C}_L{L}`` (``…_SL`` likewise) for each of
     ``segment_tokens`` (:func:`.segments.chunk_bl_segments`, segments of ``L`` tokens; forward only, at
     the first of ``chunk_sizes``, 16 without one; a shape whose ``T`` it does not divide records an error)."""
     from dataclasses import replace
@@ -103,11 +103,13 @@ def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=N
         from .segments import chunk_bl_segments
 
         C = chunk_sizes[0] if chunk_sizes else 16
-        for L in segment_tokens:
-            name = f"segments_C{C}_L{L}"
-            ops[name] = Op(name, "bl", lambda x, C=C, L=L: chunk_bl_segments(
-                **x, chunk_size=C, segment_tokens=L, validate=False, config=chunk_config)[0], fwd_only=True,
-                segments=(C, L))
+        for sd in state_dots:
+            cfg = chunk_config if sd is None else replace(chunk_config or ChunkConfig(), state_dot=sd)
+            for L in segment_tokens:
+                name = f"segments_C{C}_L{L}" + ("_SL" if sd == "left" else "")
+                ops[name] = Op(name, "bl", lambda x, C=C, L=L, cfg=cfg: chunk_bl_segments(
+                    **x, chunk_size=C, segment_tokens=L, validate=False, config=cfg)[0], fwd_only=True,
+                    segments=(C, L, cfg))
     return ops
 
 
@@ -190,7 +192,7 @@ def time_op(torch, op: Op, shape, device, modes=MODES) -> dict:
             # each level alone: the segments' elements, the scan over them, every segment's read-outs
             from .segments import anatomy
             out["levels"] = anatomy(**x, chunk_size=op.segments[0], segment_tokens=op.segments[1],
-                                    bench=lambda f: _bench(torch, f, device))
+                                    config=op.segments[2], bench=lambda f: _bench(torch, f, device))
     if "fwdbwd" in modes and not op.fwd_only:
         leaves = {n: t.clone().requires_grad_(True) for n, t in x.items()}
         do = torch.randn(*x["v"].shape, device=device, dtype=x["v"].dtype)

@@ -146,10 +146,12 @@ class _Levels:
 
 
 def anatomy(q, k, v, l2, r2, alpha=None, *, chunk_size: int = DEFAULT_CHUNK_SIZE,
-            segment_tokens: int = DEFAULT_SEGMENT_TOKENS, bench=None) -> dict:
+            segment_tokens: int = DEFAULT_SEGMENT_TOKENS, config=None, bench=None) -> dict:
     """Each level of :func:`chunk_bl_segments` timed alone (``bench(fn) -> ms``; default Triton's
     ``do_bench`` median on CUDA): ``{"elements_ms", "starts_ms", "readouts_ms"}``, the three summing to
-    about the op's forward (the inputs' validation and reshapes aside)."""
+    about the op's forward (the inputs' validation and reshapes aside); ``config`` as for the op.
+    With ``state_dot="left"`` (no spills in the chunk kernels) it asks whether the chains, many to an
+    SM here, were slowed by the spill traffic they share."""
     x, mode = enter("anatomy", q, k, v, l2, r2, alpha, 1.0, None, g=None, validate=False, write_mask=None,
                     needs_kernels=True)
     if bench is None:
@@ -159,7 +161,7 @@ def anatomy(q, k, v, l2, r2, alpha=None, *, chunk_size: int = DEFAULT_CHUNK_SIZE
             return float(do_bench(fn, warmup=10, rep=60, return_mode="median"))
     T = x.dims[1]
     _check_segment_tokens(segment_tokens, chunk_size, T)
-    lv = _Levels(x, mode == "interpret", chunk_size, T // segment_tokens, None)
+    lv = _Levels(x, mode == "interpret", chunk_size, T // segment_tokens, config)
     with torch.no_grad():
         el = lv.elements()
         st = lv.starts(el)

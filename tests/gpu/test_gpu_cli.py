@@ -135,6 +135,19 @@ def test_state_dots_are_ops_side_by_side(tmp_path, monkeypatch):
     res = json.loads(out.read_text())
     assert res["ops"] == ["chunk_C16", "chunk_C16_SL"] and res["config"]["state_dots"] == ["right", "left"]
     assert all(bench.check_ok(res["shapes"]["tiny"]["check"][o]) for o in res["ops"])
+    # the two-level prototype is crossed with them too: its chains run many to an SM, where the spills'
+    # traffic is shared, so the spill-free form is timed beside it, each level with its own configuration
+    ops = bench.bl_ops((16,), state_dots=("right", "left"), segment_tokens=(16,))
+    assert [n for n in ops if n.startswith("segments")] == ["segments_C16_L16", "segments_C16_L16_SL"]
+    assert ops["segments_C16_L16_SL"].segments[2].state_dot == "left"
+    assert ops["segments_C16_L16"].segments[2].state_dot == "right"
+    monkeypatch.setitem(bench.SHAPES, "t32", (1, 32, 2, 8, 8))
+    bench.run(["t32"], ("segments",), modes=("fwd",), out=str(out), device=torch.device("cpu"),
+              state_dots=("right", "left"), segment_tokens=(16,))
+    e = json.loads(out.read_text())["shapes"]["t32"]
+    for op in ("segments_C16_L16", "segments_C16_L16_SL"):
+        assert bench.check_ok(e["check"][op]) and e["check"][op]["fwd_o"] < 1e-5, e["check"][op]
+        assert set(e["times"][op]["levels"]) == {"elements_ms", "starts_ms", "readouts_ms"}
 
 
 def test_segments_prototype_is_checked_and_timed_forward_only(tmp_path, monkeypatch):
