@@ -113,6 +113,20 @@ def forward_kernels(shape) -> dict:
             "programs": {"covariance": B * H, "mean": B * H * NVG}}
 
 
+def mean_resources(BV: int, warps: int, D: int = 64, m: int = 64, C: int = 16) -> dict:
+    """The chunked forward's mean kernel at ``BV`` value columns a program and ``warps`` (fp32 products,
+    decays present): its registers, spills and programs per SM.  The default launch gives it 8 warps and
+    ``BV = 64`` from 128 programs up, one program an SM: where the chains are many (the two-level form's
+    segments) its programs then run in waves."""
+    from assocmem.gpu import _chunk_kernels as K
+    from assocmem.gpu.chunk import _block_d
+
+    BD = _block_d(D)
+    mean = dict(H=16, G=1, D=D, M=m, MG=m, BD=BD, BV=BV, NVG=-(-m // BV), C=C, HAS_ALPHA=True, STORE_E=False,
+                PREC="ieee")
+    return resources(K.chunk_mean_fwd_kernel, mean, warps)
+
+
 def _consts(fn, values: dict) -> dict:
     """The constexpr arguments ``fn`` declares, from ``values`` (its defaults where ``values`` has none)."""
     return {p.name: values[p.name] for p in fn.params if p.is_constexpr and p.name in values}
@@ -181,6 +195,9 @@ def main(argv=None) -> int:
                                          "tf32:4,tf32:8",
                    help="the quotient covariance kernel (D = 64, C = 16) also at these PREC:warps[:state_dot] "
                         "(comma list; '' for none)")
+    p.add_argument("--mean-variants", default="64:8,64:4,32:8,32:4,16:4,16:2",
+                   help="the forward's mean kernel (D = m = 64, C = 16, fp32) also at these BV:warps (comma list; "
+                        "'' for none): how many of its programs share an SM when the chains are many (segments)")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     res = {"provenance": provenance({"triton": triton.__version__, "target": "sm_90a (offline: no GPU)"}),
@@ -204,6 +221,11 @@ def main(argv=None) -> int:
                                                           STATE_LEFT=om == "left"), int(warps))
             res["covariance_variants"].append({"PREC": prec, "state_dot": om, **r})
             print("variant", prec, warps, om, json.dumps(r))
+    if a.mean_variants:
+        res["mean_variants"] = [{"BV": int(bv), **mean_resources(int(bv), int(w))}
+                                for bv, w in (item.split(":") for item in a.mean_variants.split(","))]
+        for r in res["mean_variants"]:
+            print("mean variant", json.dumps(r))
     if a.out:
         with open(a.out, "w") as fh:
             json.dump(res, fh, indent=1)

@@ -42,3 +42,15 @@ def test_the_resource_limit_is_named():
     kr = _module()
     assert kr.SM["regs"] == 65536 and kr.SHAPES["S1"] == (8, 2048, 16, 64, 64)
     assert os.path.basename(kr.__file__) == "kernel_resources.py"
+
+
+def test_the_mean_kernel_compiles_at_a_chosen_value_block(monkeypatch):
+    """``mean_resources``: the forward's mean kernel at a chosen ``BV`` and warps, with the same report (the
+    residency that decides whether many chains, the two-level form's segments, share an SM)."""
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    kr = _module()
+    r = kr.mean_resources(16, 2, D=16, m=16)
+    assert r["warps"] == 2 and 16 <= r["registers"] <= 255 and r["programs_per_sm"] >= 1
+    per_warp = -(-r["registers"] * 32 // 256) * 256
+    assert r["programs_per_sm"] <= 65536 // (per_warp * 2)
