@@ -565,10 +565,12 @@ def device27():
     """The next session's plan (issue 16, MQAR), after the fourth session of 3 December.  Mamba2 on Update
     learned at lr 1e-2 (0.81 at 16 updates; 0.96 in Zoology's block), so the rate grid gained 1e-2.
     First GDN-conv with distinct update keys (the Update generator's last choice; a checkpoint at step
-    10,500 exists outside the repository), then Mamba2 at 1e-2 on seeds 1 and 2, then the grid's new
-    rate for GDN and BL on Update and Block, then :func:`device25`'s remaining runs (GDN-conv on
-    Block first among them)."""
+    10,500 exists outside the repository), then GDN-conv in Zoology's block (``backbone=mixers``: its
+    own short convolution only, none before it, no MLP; the Mamba2 ablation's counterpart), then
+    Mamba2 at 1e-2 on seeds 1 and 2, then the grid's new rate for GDN and BL on Update and Block, then
+    :func:`device25`'s remaining runs (GDN-conv on Block first among them)."""
     jobs = grid("mqar", ["gdn-conv"], [0], {"variant": "update", "update_keys": "distinct"})
+    jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "update", "backbone": "mixers"})
     jobs += grid("mqar", ["mamba2"], [1, 2], {"variant": "update", "lr": 1e-2})
     for model in ("gdn", "bl"):
         for variant in ("update", "block"):
