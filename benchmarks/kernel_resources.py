@@ -104,26 +104,25 @@ def forward_kernels(shape) -> dict:
     if matmul:
         cov.update(PREC="ieee", STATE_LEFT=cfg.state_dot == "left")
     NVG = -(-m // cfg.BV)
-    mean = dict(H=H, G=1, D=D, M=m, MG=m, BD=BD, BV=cfg.BV, NVG=NVG, C=C, HAS_ALPHA=True, STORE_E=False,
-                PREC=cfg.mean_precision)
     return {"covariance": {"kernel": kern.fn.__name__ if hasattr(kern, "fn") else kern.__name__,
                            **resources(kern, cov, cov_warps)},
             "mean": {"kernel": "chunk_mean_fwd_kernel", "BV": cfg.BV,
-                     **resources(K.chunk_mean_fwd_kernel, mean, cfg.mean_warps)},
+                     **mean_resources(cfg.BV, cfg.mean_warps, D, m, C, H=H, prec=cfg.mean_precision)},
             "programs": {"covariance": B * H, "mean": B * H * NVG}}
 
 
-def mean_resources(BV: int, warps: int, D: int = 64, m: int = 64, C: int = 16) -> dict:
-    """The chunked forward's mean kernel at ``BV`` value columns a program and ``warps`` (fp32 products,
-    decays present): its registers, spills and programs per SM.  The default launch gives it 8 warps and
+def mean_resources(BV: int, warps: int, D: int = 64, m: int = 64, C: int = 16, *, H: int = 16,
+                   prec: str = "ieee") -> dict:
+    """The chunked forward's mean kernel at ``BV`` value columns a program and ``warps`` (products at
+    ``prec``, decays present): its registers, spills and programs per SM.  The default launch gives it 8 warps and
     ``BV = 64`` from 128 programs up, one program an SM: where the chains are many (the two-level form's
     segments) its programs then run in waves."""
     from assocmem.gpu import _chunk_kernels as K
     from assocmem.gpu.chunk import _block_d
 
     BD = _block_d(D)
-    mean = dict(H=16, G=1, D=D, M=m, MG=m, BD=BD, BV=BV, NVG=-(-m // BV), C=C, HAS_ALPHA=True, STORE_E=False,
-                PREC="ieee")
+    mean = dict(H=H, G=1, D=D, M=m, MG=m, BD=BD, BV=BV, NVG=-(-m // BV), C=C, HAS_ALPHA=True, STORE_E=False,
+                PREC=prec)
     return resources(K.chunk_mean_fwd_kernel, mean, warps)
 
 
