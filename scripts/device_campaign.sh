@@ -27,7 +27,10 @@
 #                                       parallel-in-time op compiled (benchmarks/cpu_scan_precision.py --device
 #                                       cuda) into $OUT/bench/scan_precision_cuda.json
 #   --gpu-bench-limit-s N               wall limit of that benchmark (default 240 s; the precision run gets half):
-#                                       a slow op cannot take the call, and the JSON keeps every step done
+#                                       a slow op cannot take the call, and the JSON keeps every step done.
+#                                       --gpu-bench may be given again: the second and later run after the first,
+#                                       each under the same limit, into gpu_bench_2.json, ... (no precision run)
+#   --no-scan-precision                 skip the precision run after the first benchmark
 #   --pytest "ARGS"                     run pytest ARGS from the checkout on the GPU (e.g. the CUDA-only
 #                                       tests), its report in $OUT/bench/pytest.log
 #   --bg "CMD"                          a command (e.g. a CUDA test or diagnostic) started from /tmp in the
@@ -39,7 +42,7 @@
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
 t_start=$SECONDS call_limit=560
-probe="" gpu_bench="" gpu_bench_limit=240 bench_sweep=0 skip_campaign=0 pytest_args="" bg="" bg_limit=300 rest=()
+probe="" gpu_bench="" gpu_bench_more=() scan_precision=1 gpu_bench_limit=240 bench_sweep=0 skip_campaign=0 pytest_args="" bg="" bg_limit=300 rest=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --probe) probe="$2"; shift 2 ;;
@@ -48,7 +51,8 @@ while [ $# -gt 0 ]; do
     --pytest) pytest_args="$2"; shift 2 ;;
     --bg) bg="$2"; shift 2 ;;
     --bg-limit-s) bg_limit="$2"; shift 2 ;;
-    --gpu-bench) gpu_bench="$2"; shift 2 ;;
+    --gpu-bench) if [ -z "$gpu_bench" ]; then gpu_bench="$2"; else gpu_bench_more+=("$2"); fi; shift 2 ;;
+    --no-scan-precision) scan_precision=0; shift ;;
     --gpu-bench-limit-s) gpu_bench_limit="$2"; shift 2 ;;
     --call-limit-s) call_limit="$2"; shift 2 ;;
     *) rest+=("$1"); shift ;;
@@ -117,9 +121,18 @@ if [ -n "$gpu_bench" ]; then
   (cd /tmp && timeout "$gpu_bench_limit" python3 -m assocmem gpu bench $gpu_bench --out "$OUT/bench/gpu_bench.json" \
      || echo "gpu bench: stopped (rc $?; at the ${gpu_bench_limit} s limit if 124); the JSON has what it measured") 2>&1 \
     | tail -60 | tee "$OUT/bench/gpu_bench.log"
-  (cd /tmp && timeout "$(( gpu_bench_limit / 2 ))" python3 "$root/benchmarks/cpu_scan_precision.py" --device cuda \
-     --out "$OUT/bench/scan_precision_cuda.json" || echo "precision: stopped (rc $?)") \
-    2>&1 | tail -30 | tee -a "$OUT/bench/gpu_bench.log"
+  i=2
+  for more in "${gpu_bench_more[@]}"; do
+    (cd /tmp && timeout "$gpu_bench_limit" python3 -m assocmem gpu bench $more --out "$OUT/bench/gpu_bench_$i.json" \
+       || echo "gpu bench $i: stopped (rc $?; at the ${gpu_bench_limit} s limit if 124)") 2>&1 \
+      | tail -60 | tee "$OUT/bench/gpu_bench_$i.log"
+    i=$(( i + 1 ))
+  done
+  if [ "$scan_precision" = 1 ]; then
+    (cd /tmp && timeout "$(( gpu_bench_limit / 2 ))" python3 "$root/benchmarks/cpu_scan_precision.py" --device cuda \
+       --out "$OUT/bench/scan_precision_cuda.json" || echo "precision: stopped (rc $?)") \
+      2>&1 | tail -30 | tee -a "$OUT/bench/gpu_bench.log"
+  fi
 fi
 if [ -n "$probe" ]; then
   (cd /tmp && python3 "$root/scripts/probe_steps.py" --device cuda --out "$OUT/bench/probe_steps.json" $probe) \
