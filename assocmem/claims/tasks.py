@@ -318,8 +318,11 @@ CAUSES = {
         ("init-zoology", False, "Zoology's initialisation (N(0, 0.02) weights, Mamba2's out_proj at 0.01; ours: "
                                 "torch's defaults), at lr 1e-3, where Mamba2 does not learn under ours either: "
                                 "still no learning (training accuracy 0.04 after 25,000 steps, 0.00 at 16 updates)"),
-        ("backbone-mixers", False, "Mamba2 in Zoology's own Mamba2 block (no gated convolution before the mixer, "
-                                   "no MLP), lr 1e-2: 0.96 at 16 updates, further from 0.60 than our block's 0.81"),
+        ("backbone-mixers", False, "both models in Zoology's own block (each mixer's own short convolution, no "
+                                   "gated convolution before it, no MLP): Mamba2 (lr 1e-2) 0.96 at 16 updates, further "
+                                   "from 0.60 than our block's 0.81; GDN-conv (lr 1e-3) 1.000 again"),
+        ("update_keys-distinct", False, "GDN-conv with every update re-assigning a different key (U <= P; ours "
+                                        "may update a key several times): 1.000 at 16 updates again"),
     ],
     "mqar.block16_gdn_100_bl_75": [
         ("backbone-mlp", False, "mixer and MLP without Zoology's short convolution (our first backbone): BL "

@@ -676,7 +676,7 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
     # the other backbones, faded beside the default's: (mixer, MLP), ours before 2 December, the measured
     # cause of BL's Block disagreement; the mixers alone (no convolution, no MLP)
     ablations = [(mqar_data(results_dir, {"backbone": "mlp"}), "backbone=mlp (ours before; ablation)", ":", "x"),
-                 (mqar_data(results_dir, {"backbone": "mixers"}), "backbone=mixers (no conv, no MLP; ablation)",
+                 (mqar_data(results_dir, {"backbone": "mixers"}), "backbone=mixers (mixers alone: no block conv, no MLP; ablation)",
                   "-.", "+"),
                  # BL's own choices tried as causes of the Block reading (2 December, fourth session)
                  (mqar_data(results_dir, {"bl_heads": 1}), "bl_heads=1 (ablation)", "--", "s"),
@@ -685,7 +685,8 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                  # the Update reading's ablations (3 December): the generator's update order, Zoology's init
                  (mqar_data(results_dir, {"update_order": "interleaved"}), "update_order=interleaved (ablation)",
                   "--", "d"),
-                 (mqar_data(results_dir, {"init": "zoology"}), "init=zoology (ablation)", "--", "*")]
+                 (mqar_data(results_dir, {"init": "zoology"}), "init=zoology (ablation)", "--", "*"),
+                 (mqar_data(results_dir, {"update_keys": "distinct"}), "update_keys=distinct (ablation)", "--", "P")]
     # the readings are judged on seed 0; the other seeds that have finished, thin, beside it
     others = [(s, mqar_data(results_dir, seed=s)) for s in (1, 2)]
     # one legend entry per model for its thin lines (they share one style): the seeds it has, any panel

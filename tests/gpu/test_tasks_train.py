@@ -333,6 +333,8 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
           protocol={"variant": "update", "update_order": "interleaved"}, tag="variant-update__update_order-interleaved")
     _fake(tmp_path, "mqar", "mamba2", 0, {"test": [{"n_updates": u, "acc": 0.02} for u in (0, 8, 16)]},
           protocol={"variant": "update", "init": "zoology"}, tag="variant-update__init-zoology")
+    _fake(tmp_path, "mqar", "gdn-conv", 0, {"test": [{"n_updates": u, "acc": 0.93} for u in (0, 8, 16)]},
+          protocol={"variant": "update", "update_keys": "distinct"}, tag="variant-update__update_keys-distinct")
     d = plots.mqar_data(tmp_path)
     assert "gdn-conv" not in d["update"] and "mamba2" not in d["update"]
     assert plots.mqar_data(tmp_path, {"update_order": "interleaved"})["update"] == {
@@ -354,11 +356,12 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     assert list(ref.get_xdata()) == [16] and list(ref.get_ydata()) == [0.88]
     abl = [ln for ln in ax_update.lines if ln.get_label() == "BL, backbone=mlp (ours before; ablation)"][0]
     assert list(abl.get_ydata()) == [0.99] * 3 and abl.get_linestyle() == ":"
-    mix = [ln for ln in ax_update.lines if ln.get_label() == "BL, backbone=mixers (no conv, no MLP; ablation)"][0]
+    mix = [ln for ln in ax_update.lines if ln.get_label() == "BL, backbone=mixers (mixers alone: no block conv, no MLP; ablation)"][0]
     assert list(mix.get_ydata()) == [0.4] * 3 and mix.get_linestyle() == "-."
     heads = [ln for ln in ax_update.lines if ln.get_label() == "BL, bl_heads=1 (ablation)"][0]
     assert list(heads.get_ydata()) == [0.3] * 3 and heads.get_linestyle() == "--"
-    for label, y in (("GDN + conv, update_order=interleaved (ablation)", 0.97), ("Mamba2, init=zoology (ablation)", 0.02)):
+    for label, y in (("GDN + conv, update_order=interleaved (ablation)", 0.97), ("Mamba2, init=zoology (ablation)", 0.02),
+                     ("GDN + conv, update_keys=distinct (ablation)", 0.93)):
         (ln,) = [ln for ln in ax_update.lines if ln.get_label() == label]
         assert list(ln.get_ydata()) == [y] * 3 and ln.get_linestyle() == "--"
     s12 = [ln for ln in ax_update.lines if ln.get_label() == "BL, seeds 1, 2"]
