@@ -54,6 +54,7 @@ class Op(NamedTuple):
     chunk: Optional[tuple] = None     # chunk_bl's (chunk size, backward segment length L or None)
     fwd_only: bool = False            # no backward (chunk_bl_segments): checked and timed forward only
     segments: Optional[tuple] = None  # chunk_bl_segments' (chunk size, segment tokens, config): its levels timed too
+    passes: Optional[tuple] = None    # chunk_bl's (chunk size, config): its forward's two kernels timed apart too
 
 
 def inputs(torch, shape, device, seed, fla=False):
@@ -98,7 +99,7 @@ def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=N
                 name = f"chunk_C{C}" + ("" if L is None else f"_L{L}") + ("_SL" if sd == "left" else "")
                 ops[name] = Op(name, "bl", lambda x, C=C, cfg=cfg: chunk_bl(
                     **x, chunk_size=C, validate=False, backward=backward, config=cfg)[0],
-                    (C, cfg.bwd_segment_chunks if cfg is not None else None))
+                    (C, cfg.bwd_segment_chunks if cfg is not None else None), passes=(C, cfg))
     if segment_tokens:
         from .segments import chunk_bl_segments
 
@@ -193,6 +194,12 @@ def time_op(torch, op: Op, shape, device, modes=MODES) -> dict:
             from .segments import anatomy
             out["levels"] = anatomy(**x, chunk_size=op.segments[0], segment_tokens=op.segments[1],
                                     config=op.segments[2], bench=lambda f: _bench(torch, f, device))
+        if op.passes is not None:
+            # the covariance and the mean kernel each alone (beside the read-outs' split of the segments
+            # ops: the same kernels over more, shorter chains)
+            from .chunk import chunk_bl_pass_times
+            out["passes"] = chunk_bl_pass_times(**x, chunk_size=op.passes[0], config=op.passes[1],
+                                                bench=lambda f: _bench(torch, f, device))
     if "fwdbwd" in modes and not op.fwd_only:
         leaves = {n: t.clone().requires_grad_(True) for n, t in x.items()}
         do = torch.randn(*x["v"].shape, device=device, dtype=x["v"].dtype)

@@ -184,55 +184,92 @@ def _chunk_forward(K, q, k, v, l2, r2, a, M0, P0, C, cfg: ChunkConfig, need_e):
     Launches use one pipeline stage: Triton's default of 3 triples the shared memory of the
     loads, past the H200's 227 KB at ``C = 64``.
     """
-    B, T, H, D = q.shape
-    m = v.shape[-1]
-    G = r2.shape[-1]
-    mg = m // G
-    dev = q.device
-    f32 = torch.float32
-    NT = -(-T // C)
-    BD = _block_d(D)
-    dummy = torch.zeros(1, dtype=f32, device=dev)
-    ap = a if a is not None else dummy
-    u = _empty((B, T, H, G, D), f32, dev)
-    beta = _empty((B, T, H, G), f32, dev)
-    W = _empty((B, H, G, NT, C, C), f32, dev)
-    Aq = _empty((B, H, G, NT, C, C), f32, dev)
-    Ut = _empty((B, H, G, NT, C, D), f32, dev)
-    PT = _empty((B, H, G, D, D), f32, dev)
-    o = _empty((B, T, H, m), v.dtype, dev)
-    e = _empty((B, T, H, m), f32, dev) if need_e else dummy
-    MT = _empty((B, H, D, m), f32, dev)
-    kern, warps = _cov_kernel(K, cfg, a, C, D)
-    cov_kw = dict(H=H, G=G, D=D, BD=BD, C=C, HAS_ALPHA=a is not None, num_warps=warps, num_stages=1)
-    if kern is K.chunk_cov_fwd_mm_kernel:
-        cov_kw["STATE_LEFT"] = cfg.state_dot == "left"
-    NVG = -(-mg // cfg.BV)
-    mean_kw = dict(H=H, G=G, D=D, M=m, MG=mg, BD=BD, BV=cfg.BV, NVG=NVG, C=C, HAS_ALPHA=a is not None,
-                   STORE_E=need_e, PREC=cfg.mean_precision, num_warps=cfg.mean_warps, num_stages=1)
-    cuda = dev.type == "cuda"
-    sms = torch.cuda.get_device_properties(dev).multi_processor_count if cuda else 0
-    segs = _segments(cfg.segments, NT, cuda, B * H * G, sms)
-    S = len(segs)
-    Ps = [P0] + [torch.empty_like(PT) for _ in range(S - 1)] + [PT]     # state before segment s: Ps[s]
-    Ms = [M0] + [torch.empty_like(MT) for _ in range(S - 1)] + [MT]
-    overlap = cuda and S > 1
-    if overlap:
-        main, side = torch.cuda.current_stream(dev), _side_stream(dev)
-        side.wait_stream(main)                      # the inputs and buffers above are ready
-    for s, (n0, n1) in enumerate(segs):
-        kern[(B * H * G,)](q, k, ap, l2, r2, Ps[s], u, beta, W, Aq, Ut, Ps[s + 1], T, NT, n0, n1, **cov_kw)
+    return _ForwardPasses(K, q, k, v, l2, r2, a, M0, P0, C, cfg, need_e).run()
+
+
+class _ForwardPasses:
+    """The buffers and launches of :func:`_chunk_forward`: :meth:`run` is the forward; :meth:`cov` and
+    :meth:`mean` launch one segment's covariance or mean pass alone, so that :func:`pass_times` can
+    time each kernel by itself (each reads only what :meth:`run` left in the buffers, so repeating
+    either after a run rewrites the same values)."""
+
+    def __init__(self, K, q, k, v, l2, r2, a, M0, P0, C, cfg: ChunkConfig, need_e):
+        B, T, H, D = q.shape
+        m = v.shape[-1]
+        G = r2.shape[-1]
+        mg = m // G
+        dev = q.device
+        f32 = torch.float32
+        NT = -(-T // C)
+        BD = _block_d(D)
+        dummy = torch.zeros(1, dtype=f32, device=dev)
+        ap = a if a is not None else dummy
+        self.u = _empty((B, T, H, G, D), f32, dev)
+        self.beta = _empty((B, T, H, G), f32, dev)
+        self.W = _empty((B, H, G, NT, C, C), f32, dev)
+        Aq = _empty((B, H, G, NT, C, C), f32, dev)
+        Ut = _empty((B, H, G, NT, C, D), f32, dev)
+        self.PT = PT = _empty((B, H, G, D, D), f32, dev)
+        self.o = _empty((B, T, H, m), v.dtype, dev)
+        self.e = _empty((B, T, H, m), f32, dev) if need_e else dummy
+        self.MT = MT = _empty((B, H, D, m), f32, dev)
+        self.kern, warps = _cov_kernel(K, cfg, a, C, D)
+        self.cov_kw = dict(H=H, G=G, D=D, BD=BD, C=C, HAS_ALPHA=a is not None, num_warps=warps, num_stages=1)
+        if self.kern is K.chunk_cov_fwd_mm_kernel:
+            self.cov_kw["STATE_LEFT"] = cfg.state_dot == "left"
+        NVG = -(-mg // cfg.BV)
+        self.mean_kw = dict(H=H, G=G, D=D, M=m, MG=mg, BD=BD, BV=cfg.BV, NVG=NVG, C=C, HAS_ALPHA=a is not None,
+                            STORE_E=need_e, PREC=cfg.mean_precision, num_warps=cfg.mean_warps, num_stages=1)
+        self.cuda = dev.type == "cuda"
+        self.dev = dev
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count if self.cuda else 0
+        self.segs = _segments(cfg.segments, NT, self.cuda, B * H * G, sms)
+        S = len(self.segs)
+        self.Ps = [P0] + [torch.empty_like(PT) for _ in range(S - 1)] + [PT]     # state before segment s: Ps[s]
+        self.Ms = [M0] + [torch.empty_like(MT) for _ in range(S - 1)] + [MT]
+        self.K = K
+        self.grid_cov, self.grid_mean = (B * H * G,), (B * H * G * NVG,)
+        self.args_cov = (q, k, ap, l2, r2)
+        self.args_mean = (q, k, v, ap, self.beta, self.W, Aq, Ut)
+        self.shared = (self.u, self.beta, self.W, Aq, Ut)
+        self.T, self.NT = T, NT
+
+    def cov(self, s: int) -> None:
+        n0, n1 = self.segs[s]
+        self.kern[self.grid_cov](*self.args_cov, self.Ps[s], *self.shared, self.Ps[s + 1], self.T, self.NT, n0, n1,
+                                 **self.cov_kw)
+
+    def mean(self, s: int) -> None:
+        n0, n1 = self.segs[s]
+        self.K.chunk_mean_fwd_kernel[self.grid_mean](*self.args_mean, self.Ms[s], self.o, self.e, self.Ms[s + 1],
+                                                     self.T, self.NT, n0, n1, **self.mean_kw)
+
+    def run(self):
+        overlap = self.cuda and len(self.segs) > 1
         if overlap:
-            side.wait_stream(main)
-            with torch.cuda.stream(side):
-                K.chunk_mean_fwd_kernel[(B * H * G * NVG,)](q, k, v, ap, beta, W, Aq, Ut, Ms[s], o, e, Ms[s + 1],
-                                                            T, NT, n0, n1, **mean_kw)
-        else:
-            K.chunk_mean_fwd_kernel[(B * H * G * NVG,)](q, k, v, ap, beta, W, Aq, Ut, Ms[s], o, e, Ms[s + 1],
-                                                        T, NT, n0, n1, **mean_kw)
-    if overlap:
-        main.wait_stream(side)
-    return o, MT, PT, u, beta, e, W
+            main, side = torch.cuda.current_stream(self.dev), _side_stream(self.dev)
+            side.wait_stream(main)                      # the inputs and buffers above are ready
+        for s in range(len(self.segs)):
+            self.cov(s)
+            if overlap:
+                side.wait_stream(main)
+                with torch.cuda.stream(side):
+                    self.mean(s)
+            else:
+                self.mean(s)
+        if overlap:
+            main.wait_stream(side)
+        return self.o, self.MT, self.PT, self.u, self.beta, self.e, self.W
+
+
+def pass_times(passes: _ForwardPasses, bench) -> dict:
+    """The forward's two kernels timed apart after one :meth:`_ForwardPasses.run` (``bench(fn) -> ms``):
+    ``cov_ms``, every segment's covariance pass alone, and ``mean_ms``, every mean pass alone (no
+    overlap between them).  Where the forward's time is under their sum, the two overlapped."""
+    passes.run()
+    S = len(passes.segs)
+    return {"cov_ms": bench(lambda: [passes.cov(s) for s in range(S)]),
+            "mean_ms": bench(lambda: [passes.mean(s) for s in range(S)])}
 
 
 def _use_chunked_backward(backward: str, D: int, C: int) -> bool:
@@ -507,6 +544,31 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
     if not output_final_state:
         return o, None
     return o, final_state(x, MT, PT)
+
+
+def chunk_bl_pass_times(q, k, v, l2, r2, alpha=None, *, chunk_size: int = DEFAULT_CHUNK_SIZE,
+                        config: ChunkConfig | None = None, bench=None) -> dict:
+    """:func:`chunk_bl`'s forward split into its two kernels, each timed alone (``bench(fn) -> ms``;
+    default Triton's ``do_bench`` median on CUDA): ``{"cov_ms", "mean_ms"}`` (:func:`pass_times`).
+    Beside the two-level form's read-outs (:func:`.segments.anatomy`, the same kernels over more and
+    shorter chains) it says which kernel keeps its time when the chains are many."""
+    x, mode = _chunk_entry("chunk_bl_pass_times", chunk_size, "auto", q, k, v, l2, r2, alpha, 1.0, None, None,
+                           False, None, needs_kernels=True)
+    B, T, H, D, m = x.dims
+    interp = mode == "interpret"
+    cfg = _resolve(config, D, m, x.G, B * H, interp)
+    M0, P0 = initial_states(x)
+    with torch.no_grad():
+        passes = _ForwardPasses(chunk_kernels(interp), x.q.contiguous(), x.k.contiguous(), x.v.contiguous(),
+                                x.l2.contiguous(), x.r2.contiguous(), decays(x.alpha, x.log_alpha),
+                                M0.float().contiguous(), P0.float().contiguous(), chunk_size, cfg, False)
+        return pass_times(passes, bench or _do_bench)
+
+
+def _do_bench(fn) -> float:
+    from triton.testing import do_bench
+
+    return float(do_bench(fn, warmup=10, rep=60, return_mode="median"))
 
 
 def chunk_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, chunk_size: int = DEFAULT_CHUNK_SIZE,

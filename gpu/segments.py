@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 
 from ._launch import enter, final_state, initial_states, decays
-from .chunk import _chunk_forward, _resolve, chunk_kernels
+from .chunk import _ForwardPasses, _chunk_forward, _resolve, _do_bench, chunk_kernels, pass_times
 from .naive import CHUNK_SIZES, DEFAULT_CHUNK_SIZE
 
 DEFAULT_SEGMENT_TOKENS = 256
@@ -142,28 +142,31 @@ class _Levels:
                 Pst.reshape(B * NS, H, 1, D, D).float().contiguous())
 
     def readouts(self, st):
-        return _chunk_forward(self.K, *self.ins, self.a, st[0], st[1], self.C, self.cfg, False)[0]
+        return self.readout_passes(st).run()[0]
+
+    def readout_passes(self, st):
+        return _ForwardPasses(self.K, *self.ins, self.a, st[0], st[1], self.C, self.cfg, False)
 
 
 def anatomy(q, k, v, l2, r2, alpha=None, *, chunk_size: int = DEFAULT_CHUNK_SIZE,
             segment_tokens: int = DEFAULT_SEGMENT_TOKENS, config=None, bench=None) -> dict:
     """Each level of :func:`chunk_bl_segments` timed alone (``bench(fn) -> ms``; default Triton's
     ``do_bench`` median on CUDA): ``{"elements_ms", "starts_ms", "readouts_ms"}``, the three summing to
-    about the op's forward (the inputs' validation and reshapes aside); ``config`` as for the op.
+    about the op's forward (the inputs' validation and reshapes aside), and the read-outs' two kernels
+    each alone, ``readouts_cov_ms`` and ``readouts_mean_ms`` (:func:`.chunk.pass_times`); ``config`` as
+    for the op.
     With ``state_dot="left"`` (no spills in the chunk kernels) it asks whether the chains, many to an
     SM here, were slowed by the spill traffic they share."""
     x, mode = enter("anatomy", q, k, v, l2, r2, alpha, 1.0, None, g=None, validate=False, write_mask=None,
                     needs_kernels=True)
-    if bench is None:
-        from triton.testing import do_bench
-
-        def bench(fn):
-            return float(do_bench(fn, warmup=10, rep=60, return_mode="median"))
+    bench = bench or _do_bench
     T = x.dims[1]
     _check_segment_tokens(segment_tokens, chunk_size, T)
     lv = _Levels(x, mode == "interpret", chunk_size, T // segment_tokens, config)
     with torch.no_grad():
         el = lv.elements()
         st = lv.starts(el)
-        return {"elements_ms": bench(lv.elements), "starts_ms": bench(lambda: lv.starts(el)),
-                "readouts_ms": bench(lambda: lv.readouts(st))}
+        out = {"elements_ms": bench(lv.elements), "starts_ms": bench(lambda: lv.starts(el)),
+               "readouts_ms": bench(lambda: lv.readouts(st))}
+        split = pass_times(lv.readout_passes(st), bench)
+        return {**out, "readouts_cov_ms": split["cov_ms"], "readouts_mean_ms": split["mean_ms"]}

@@ -74,7 +74,7 @@ def test_harness_on_the_cpu_interpreter(tmp_path, monkeypatch, capsys):
         c = e["check"][op]
         assert bench.check_ok(c), c
         assert c["fwd_o"] < 1e-5 and c["grad_k"] < 1e-4 and c["grad_alpha"] < 1e-4
-        assert set(e["times"][op]) == {"fwd_ms", "fwdbwd_ms"} | ({"bwd_segment_buffers_MB"} if op != "fused" else set())
+        assert set(e["times"][op]) == {"fwd_ms", "fwdbwd_ms"} | ({"bwd_segment_buffers_MB", "passes"} if op != "fused" else set())
     assert "| tiny |" in capsys.readouterr().out
     assert bench.ratios({"chunk_C16": {"fwd_ms": 2.0}, "fla_chunk_gdn": {"fwd_ms": 0.5}}) == {
         "chunk_C16 fwd / fla_chunk_gdn fwd": 4.0}
@@ -147,7 +147,8 @@ def test_state_dots_are_ops_side_by_side(tmp_path, monkeypatch):
     e = json.loads(out.read_text())["shapes"]["t32"]
     for op in ("segments_C16_L16", "segments_C16_L16_SL"):
         assert bench.check_ok(e["check"][op]) and e["check"][op]["fwd_o"] < 1e-5, e["check"][op]
-        assert set(e["times"][op]["levels"]) == {"elements_ms", "starts_ms", "readouts_ms"}
+        assert set(e["times"][op]["levels"]) == {"elements_ms", "starts_ms", "readouts_ms", "readouts_cov_ms",
+                                                 "readouts_mean_ms"}
 
 
 def test_segments_prototype_is_checked_and_timed_forward_only(tmp_path, monkeypatch):
@@ -173,8 +174,12 @@ def test_segments_prototype_is_checked_and_timed_forward_only(tmp_path, monkeypa
     for op in ("segments_C16_L16", "segments_C16_L32"):
         assert bench.check_ok(e["check"][op]) and e["check"][op]["fwd_o"] < 1e-5, e["check"][op]
         assert set(e["times"][op]) == {"fwd_ms", "levels"}
-        assert set(e["times"][op]["levels"]) == {"elements_ms", "starts_ms", "readouts_ms"}
+        assert set(e["times"][op]["levels"]) == {"elements_ms", "starts_ms", "readouts_ms", "readouts_cov_ms",
+                                                 "readouts_mean_ms"}
         assert all(t > 0 for t in e["times"][op]["levels"].values())
+    # chunk_bl's forward is split into its two kernels the same way, beside its whole time
+    assert set(e["times"]["chunk_C16"]["passes"]) == {"cov_ms", "mean_ms"}
+    assert all(t > 0 for t in e["times"]["chunk_C16"]["passes"].values())
     assert "segment_tokens must be a multiple" in e["check"]["segments_C16_L48"]["error"]
     assert not bench.check_ok(e["check"]["segments_C16_L48"])
     assert bench.ratios({"segments_C16_L256": {"fwd_ms": 1.0}, "fla_chunk_gdn": {"fwd_ms": 0.5}}) == {
@@ -198,3 +203,57 @@ def test_rates_are_the_nominal_work_over_the_time():
     assert abs(r["chunk_C16"]["fwd"]["TBs"] - byts / 1e-3 / 1e12) < 1e-15
     assert set(r["fla_chunk_delta"]) == {"fwdbwd"}
     assert abs(r["fla_chunk_delta"]["fwdbwd"]["TFLOPs"] - 3 * 600 * 6 * 8 * 4 / 0.5e-3 / 1e12) < 1e-15
+
+
+@pytest.mark.parametrize("segments, alpha", [(None, False), (1, True), (3, True)])
+def test_forward_passes_timed_alone_rewrite_the_forward_they_split(segments, alpha, monkeypatch):
+    """The two kernels of chunk_bl's forward run alone (as the benchmark times them) after one forward, in
+    one segment or several, with and without decays: each rewrites the same values, so the buffers still
+    hold chunk_bl's output and final state; and ``chunk_bl_pass_times`` calls ``bench`` once per kernel."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from assocmem.gpu import chunk as CH
+    from assocmem.gpu.config import ChunkConfig
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    B, T, H, D, m = 1, 48, 2, 8, 8
+    g = torch.Generator().manual_seed(3)
+    x = dict(q=torch.nn.functional.normalize(torch.randn(B, T, H, D, generator=g), dim=-1),
+             k=torch.nn.functional.normalize(torch.randn(B, T, H, D, generator=g), dim=-1),
+             v=torch.randn(B, T, H, m, generator=g), l2=torch.rand(B, T, H, generator=g) * 0.05,
+             r2=torch.rand(B, T, H, generator=g) * 0.5 + 0.05)
+    if alpha:
+        x["alpha"] = torch.sigmoid(torch.rand(B, T, H, D, generator=g) * 4 + 2)
+    cfg = ChunkConfig(segments=segments) if segments else None
+    o, (M, P) = CH.chunk_bl(**x, chunk_size=16, config=cfg, output_final_state=True)
+    calls = []
+
+    def bench(fn):
+        calls.append(fn)
+        for _ in range(2):                      # repeated, as do_bench repeats it
+            fn()
+        return 1.0
+    assert CH.chunk_bl_pass_times(**x, chunk_size=16, config=cfg, bench=bench) == {"cov_ms": 1.0, "mean_ms": 1.0}
+    assert len(calls) == 2
+    # the same object's buffers after the kernels ran alone: build one, run, then each pass alone twice
+    from assocmem.gpu._launch import decays
+    K = CH.chunk_kernels(True)
+    cfgr = CH._resolve(cfg, D, m, 1, B * H, True)
+    P0 = torch.eye(D).expand(B, H, 1, D, D).contiguous()
+    passes = CH._ForwardPasses(K, *(x[n].contiguous() for n in ("q", "k", "v", "l2")), x["r2"][..., None].contiguous(),
+                               decays(x.get("alpha"), None), torch.zeros(B, H, D, m), P0, 16, cfgr, False)
+    passes.run()
+    o1 = passes.o.clone()
+    for _ in range(2):
+        for s in range(len(passes.segs)):
+            passes.cov(s)
+        for s in range(len(passes.segs)):
+            passes.mean(s)
+    assert len(passes.segs) == (segments or 1)
+    torch.testing.assert_close(passes.o, o1, rtol=0, atol=0)
+    torch.testing.assert_close(passes.o, o, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(passes.MT, M, rtol=1e-6, atol=1e-6)
+    # and that is the filter's output: float64 naive_bl on the same inputs
+    from assocmem.gpu import naive_bl
+    ref = naive_bl(**{n: t.double() for n, t in x.items()})[0]
+    assert float((passes.o.double() - ref).norm() / ref.norm()) < 1e-5
