@@ -86,6 +86,90 @@ def resources(fn, consts: dict, warps: int) -> dict:
     return out
 
 
+def _sass(fn, consts: dict, warps: int) -> list[str]:
+    """The SASS of ``fn`` compiled for sm_90a (ptxas on Triton's PTX; Triton's own cubin where that ptxas is
+    older than the PTX), disassembled by the bundled nvdisasm, one line a list item."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    src = ASTSource(fn=fn, signature=_signature(fn, consts), constexprs=consts)
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 1})
+    bin_ = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    with tempfile.TemporaryDirectory() as d:
+        ptx, cubin = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
+        with open(ptx, "w") as fh:
+            fh.write(k.asm["ptx"])
+        r = subprocess.run([os.path.join(bin_, "ptxas"), "--gpu-name", "sm_90a", "-O3", ptx, "-o", cubin],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            with open(cubin, "wb") as fh:
+                fh.write(k.asm["cubin"])
+        dis = subprocess.run([os.path.join(bin_, "nvdisasm"), "-c", cubin], capture_output=True, text=True)
+        if dis.returncode != 0:
+            raise RuntimeError(f"nvdisasm: {dis.stderr.strip()[-200:]}")
+    return dis.stdout.splitlines()
+
+
+# SASS opcodes by the unit that executes them; the rest count as "other"
+SASS_CLASSES = {"FFMA": "fp32", "FMUL": "fp32", "FADD": "fp32", "LDL": "local", "STL": "local", "LDS": "shared",
+                "STS": "shared", "LDSM": "shared", "STSM": "shared", "SHFL": "shuffle", "BAR": "barrier",
+                "LDG": "global", "STG": "global", "HMMA": "tensor", "MUFU": "sfu"}
+
+
+def sass_loops(lines: list[str]) -> list[tuple[int, int]]:
+    """The loops of a disassembly: ``(label line, back-branch line)`` for each branch to an earlier label,
+    except a branch to the label right above it (the trap after ``EXIT``, a branch to itself)."""
+    labels = {}
+    for i, ln in enumerate(lines):
+        hit = re.match(r"^(\.L_x_\d+):", ln)
+        if hit:
+            labels[hit.group(1)] = i
+    out = []
+    for i, ln in enumerate(lines):
+        hit = re.search(r"BRA `\((\.L_x_\d+)\)", ln)
+        if hit and hit.group(1) in labels and i - labels[hit.group(1)] > 1:
+            out.append((labels[hit.group(1)], i))
+    return out
+
+
+def _opcode(ln: str):
+    hit = re.search(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Z0-9_]+)*)", ln)
+    return (hit.group(1), hit.group(2)) if hit else None
+
+
+def sass_per_step(lines: list[str], warps: int, inner_trips: int = 1) -> dict:
+    """Warp instructions a program issues per trip of its outermost loop (the chunk loop), by class, with
+    the innermost loop nested in it (the covariance kernel's row recursion) counted ``inner_trips`` times;
+    and the shared-memory bytes those instructions move (from each access's width).  A static count: the
+    branches inside a trip are taken as if every instruction ran."""
+    loops = sorted(sass_loops(lines), key=lambda lp: lp[1] - lp[0])
+    if not loops:
+        raise ValueError("lines: no loop in this kernel's SASS")
+    outer = loops[-1]
+    nested = [lp for lp in loops[:-1] if outer[0] <= lp[0] and lp[1] <= outer[1]]
+    weight = {}
+    for i in range(outer[0], outer[1] + 1):
+        weight[i] = 1
+    if nested:
+        inner = nested[0]
+        for i in range(inner[0], inner[1] + 1):
+            weight[i] = inner_trips
+    by, shared_bytes = {}, 0
+    for i, w in weight.items():
+        op = _opcode(lines[i])
+        if op is None:
+            continue
+        name, mods = op
+        cls = SASS_CLASSES.get(name, "other")
+        by[cls] = by.get(cls, 0) + w * warps
+        if cls == "shared" and name in ("LDS", "STS"):
+            width = 16 if ".128" in mods else 8 if ".64" in mods else 4
+            shared_bytes += w * warps * 32 * width
+    return {"warps": warps, "inner_trips": inner_trips if nested else None, "instructions": sum(by.values()),
+            "by_class": dict(sorted(by.items())), "shared_bytes": shared_bytes}
+
+
 def forward_kernels(shape) -> dict:
     """The chunked forward's covariance and mean kernels at ``shape`` with the default launch
     configuration (``chunk_bl`` at ``C = 16``, decays present, one noise group)."""
@@ -183,6 +267,35 @@ def fused_kernels(shape) -> dict:
     return out
 
 
+def sass_report(mean_variants: str = "64:8,64:4,16:2") -> dict:
+    """Per chunk step at S1's head size (``D = m = 64``, ``C = 16``, decays present, fp32 products): the
+    covariance kernel (4 warps, the row recursion ``C`` times a step) with the state right and left, and
+    the mean kernel at each ``BV:warps``, scaled to the whole ``m`` (its ``m / BV`` programs a chain);
+    beside each, the clocks one SM would need for that step at Hopper's issue rate (4 warp instructions a
+    clock) and shared-memory bandwidth (128 bytes a clock), the step's lower bounds if nothing else waited."""
+    from assocmem.gpu import _chunk_kernels as K
+
+    def bounds(r, per_chain=1):
+        r = {**r, "programs_per_chain": per_chain,
+             "instructions_per_chain": r["instructions"] * per_chain,
+             "shared_bytes_per_chain": r["shared_bytes"] * per_chain}
+        r["issue_clocks_per_chain"] = r["instructions_per_chain"] / 4
+        r["shared_clocks_per_chain"] = r["shared_bytes_per_chain"] / 128
+        return r
+    out = {"covariance": {}, "mean": {}}
+    for side in ("right", "left"):
+        lines = _sass(K.chunk_cov_fwd_mm_kernel, dict(H=16, G=1, D=64, BD=64, C=16, HAS_ALPHA=True, PREC="ieee",
+                                                      STATE_LEFT=side == "left"), 4)
+        out["covariance"][side] = bounds(sass_per_step(lines, 4, inner_trips=16))
+    for item in filter(None, mean_variants.split(",")):
+        bv, warps = (int(x) for x in item.split(":"))
+        consts = dict(H=16, G=1, D=64, M=64, MG=64, BD=64, BV=bv, NVG=-(-64 // bv), C=16, HAS_ALPHA=True,
+                      STORE_E=False, PREC="ieee")
+        out["mean"][f"BV{bv}_w{warps}"] = bounds(sass_per_step(_sass(K.chunk_mean_fwd_kernel, consts, warps), warps),
+                                                  -(-64 // bv))
+    return out
+
+
 def main(argv=None) -> int:
     import triton
 
@@ -197,6 +310,10 @@ def main(argv=None) -> int:
     p.add_argument("--mean-variants", default="64:8,64:4,32:8,32:4,16:4,16:2",
                    help="the forward's mean kernel (D = m = 64, C = 16, fp32) also at these BV:warps (comma list; "
                         "'' for none): how many of its programs share an SM when the chains are many (segments)")
+    p.add_argument("--sass", action="store_true",
+                   help="also the forward's kernels' SASS per chunk step (S1's D = m = 64, C = 16): warp "
+                        "instructions by class and shared-memory bytes, the covariance kernel state right and left, "
+                        "the mean kernel at the --mean-variants")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     res = {"provenance": provenance({"triton": triton.__version__, "target": "sm_90a (offline: no GPU)"}),
@@ -225,6 +342,9 @@ def main(argv=None) -> int:
                                 for bv, w in (item.split(":") for item in a.mean_variants.split(","))]
         for r in res["mean_variants"]:
             print("mean variant", json.dumps(r))
+    if a.sass:
+        res["sass_per_chunk_step"] = sass_report(a.mean_variants)
+        print("sass", json.dumps(res["sass_per_chunk_step"]))
     if a.out:
         with open(a.out, "w") as fh:
             json.dump(res, fh, indent=1)

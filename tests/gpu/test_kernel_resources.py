@@ -54,3 +54,49 @@ def test_the_mean_kernel_compiles_at_a_chosen_value_block(monkeypatch):
     assert r["warps"] == 2 and 16 <= r["registers"] <= 255 and r["programs_per_sm"] >= 1
     per_warp = -(-r["registers"] * 32 // 256) * 256
     assert r["programs_per_sm"] <= 65536 // (per_warp * 2)
+
+
+def test_sass_loops_and_per_step_counts_on_a_hand_written_listing():
+    """The loop finder and the per-step count on a listing whose answer is known by hand: an outer loop of
+    five instructions holding an inner loop of three (run ``inner_trips`` times), the trap after EXIT (a
+    branch to itself) not a loop; shared bytes from each access's width."""
+    kr = _module()
+    lines = ["        /*0000*/                   MOV R1, c[0x0][0x28] ;",
+             ".L_x_2:",
+             "        /*0010*/                   FFMA R2, R3, R4, R5 ;",
+             "        /*0020*/                   LDS.128 R8, [R2] ;",
+             ".L_x_1:",
+             "        /*0030*/                   SHFL.BFLY PT, R9, R8, 0x1, 0x1f ;",
+             "        /*0040*/                   FADD R8, R8, R9 ;",
+             "        /*0050*/               @P1 BRA `(.L_x_1) ;",
+             "        /*0060*/                   STS [R2], R8 ;",
+             "        /*0070*/               @P2 BRA `(.L_x_2) ;",
+             "        /*0080*/                   EXIT ;",
+             ".L_x_3:",
+             "        /*0090*/                   BRA `(.L_x_3);"]
+    assert kr.sass_loops(lines) == [(4, 7), (1, 9)]
+    r = kr.sass_per_step(lines, warps=2, inner_trips=10)
+    # outer: FFMA, LDS.128, STS, BRA once; inner: SHFL, FADD, BRA ten times; two warps
+    assert r["by_class"] == {"fp32": 2 * (1 + 10), "shared": 2 * 2, "shuffle": 2 * 10, "other": 2 * (1 + 10)}
+    assert r["instructions"] == 2 * (4 + 30) and r["inner_trips"] == 10
+    assert r["shared_bytes"] == 2 * 32 * (16 + 4)
+    with pytest.raises(ValueError, match="lines"):
+        kr.sass_per_step(lines[:3], warps=1)
+
+
+def test_sass_of_the_covariance_kernel_counts_its_row_loop(monkeypatch):
+    """Compiled for sm_90a, a small covariance kernel has a chunk loop with the row recursion nested in it:
+    counting the rows C times adds (C - 1) times the row loop's instructions."""
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    kr = _module()
+    from assocmem.gpu import _chunk_kernels as K
+
+    lines = kr._sass(K.chunk_cov_fwd_mm_kernel, dict(H=2, G=1, D=16, BD=16, C=16, HAS_ALPHA=True, PREC="ieee"), 4)
+    loops = kr.sass_loops(lines)
+    assert len(loops) >= 2
+    one, sixteen = kr.sass_per_step(lines, 4, 1), kr.sass_per_step(lines, 4, 16)
+    inner = min(loops, key=lambda lp: lp[1] - lp[0])
+    n_inner = sum(1 for i in range(inner[0], inner[1] + 1) if kr._opcode(lines[i]))
+    assert sixteen["instructions"] - one["instructions"] == 15 * n_inner * 4
+    assert one["by_class"]["fp32"] > 0 and one["shared_bytes"] > 0
