@@ -579,6 +579,19 @@ def device27():
     return jobs + [j for j in device25() if job_name(j) not in names]
 
 
+def device28():
+    """The next session's plan (issue 16, MQAR), after the fifth session of 3 December.  GDN-conv's last two
+    Update ablations (``update_keys=distinct``, ``backbone=mixers``) finished at 1.000, so no candidate is left
+    for the Update reading but Mamba2's seeds: seed 1 at 1e-2 first (it resumes from step 8,500).  Then BL on
+    Block with a learned decay (``bl_decay=true``, its rate 3e-3) under the default backbone: it was run only
+    under ``mlp``, where BL memorised, and is the one choice of ours not yet tried as a cause of BL's Block
+    reading (0.91 against ≈ 0.75).  Then :func:`device27`'s remaining runs (Mamba2 seed 2 first)."""
+    jobs = grid("mqar", ["mamba2"], [1], {"variant": "update", "lr": 1e-2})
+    jobs += grid("mqar", ["bl"], [0], {"variant": "block", "bl_decay": True, "lr": 3e-3})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device27() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -598,7 +611,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28}
 
 
 def cost(job) -> float:
