@@ -88,7 +88,8 @@ def resources(fn, consts: dict, warps: int) -> dict:
 
 def _sass(fn, consts: dict, warps: int) -> list[str]:
     """The SASS of ``fn`` compiled for sm_90a (ptxas on Triton's PTX; Triton's own cubin where that ptxas is
-    older than the PTX), disassembled by the bundled nvdisasm, one line a list item."""
+    older than the PTX), disassembled by the bundled nvdisasm with the source lines (``-gi``: a
+    ``//## File "…", line N`` marker before the instructions of line ``N``), one line a list item."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -105,7 +106,7 @@ def _sass(fn, consts: dict, warps: int) -> list[str]:
         if r.returncode != 0:
             with open(cubin, "wb") as fh:
                 fh.write(k.asm["cubin"])
-        dis = subprocess.run([os.path.join(bin_, "nvdisasm"), "-c", cubin], capture_output=True, text=True)
+        dis = subprocess.run([os.path.join(bin_, "nvdisasm"), "-c", "-gi", cubin], capture_output=True, text=True)
         if dis.returncode != 0:
             raise RuntimeError(f"nvdisasm: {dis.stderr.strip()[-200:]}")
     return dis.stdout.splitlines()
@@ -142,7 +143,9 @@ def sass_per_step(lines: list[str], warps: int, inner_trips: int = 1) -> dict:
     """Warp instructions a program issues per trip of its outermost loop (the chunk loop), by class, with
     the innermost loop nested in it (the covariance kernel's row recursion) counted ``inner_trips`` times;
     and the shared-memory bytes those instructions move (from each access's width).  A static count: the
-    branches inside a trip are taken as if every instruction ran."""
+    branches inside a trip are taken as if every instruction ran.  ``by_source_line``: the twelve source
+    lines (``file:line``, from ``-gi``'s markers; ptxas interleaves lines, so roughly) with the most
+    instructions, each with its shared-memory bytes and local (spill) instructions."""
     loops = sorted(sass_loops(lines), key=lambda lp: lp[1] - lp[0])
     if not loops:
         raise ValueError("lines: no loop in this kernel's SASS")
@@ -155,19 +158,33 @@ def sass_per_step(lines: list[str], warps: int, inner_trips: int = 1) -> dict:
         inner = nested[0]
         for i in range(inner[0], inner[1] + 1):
             weight[i] = inner_trips
-    by, shared_bytes = {}, 0
-    for i, w in weight.items():
+    by, shared_bytes, by_line = {}, 0, {}
+    where = None
+    for i in range(outer[1] + 1):
+        hit = re.search(r'//## File "([^"]+)", line (\d+)', lines[i])
+        if hit:
+            where = f"{os.path.basename(hit.group(1))}:{hit.group(2)}"
+        if i not in weight:
+            continue
         op = _opcode(lines[i])
         if op is None:
             continue
+        w = weight[i]
         name, mods = op
         cls = SASS_CLASSES.get(name, "other")
         by[cls] = by.get(cls, 0) + w * warps
+        row = by_line.setdefault(where, {"instructions": 0, "shared_bytes": 0, "local": 0})
+        row["instructions"] += w * warps
+        if cls == "local":
+            row["local"] += w * warps
         if cls == "shared" and name in ("LDS", "STS"):
             width = 16 if ".128" in mods else 8 if ".64" in mods else 4
             shared_bytes += w * warps * 32 * width
+            row["shared_bytes"] += w * warps * 32 * width
+    top = sorted(by_line.items(), key=lambda kv: -kv[1]["instructions"])[:12]
     return {"warps": warps, "inner_trips": inner_trips if nested else None, "instructions": sum(by.values()),
-            "by_class": dict(sorted(by.items())), "shared_bytes": shared_bytes}
+            "by_class": dict(sorted(by.items())), "shared_bytes": shared_bytes,
+            "by_source_line": {k or "unknown": v for k, v in top}}
 
 
 def forward_kernels(shape) -> dict:

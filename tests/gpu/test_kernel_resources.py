@@ -63,9 +63,11 @@ def test_sass_loops_and_per_step_counts_on_a_hand_written_listing():
     kr = _module()
     lines = ["        /*0000*/                   MOV R1, c[0x0][0x28] ;",
              ".L_x_2:",
+             '\t//## File "/x/k.py", line 7',
              "        /*0010*/                   FFMA R2, R3, R4, R5 ;",
              "        /*0020*/                   LDS.128 R8, [R2] ;",
              ".L_x_1:",
+             '\t//## File "/x/k.py", line 9',
              "        /*0030*/                   SHFL.BFLY PT, R9, R8, 0x1, 0x1f ;",
              "        /*0040*/                   FADD R8, R8, R9 ;",
              "        /*0050*/               @P1 BRA `(.L_x_1) ;",
@@ -74,12 +76,16 @@ def test_sass_loops_and_per_step_counts_on_a_hand_written_listing():
              "        /*0080*/                   EXIT ;",
              ".L_x_3:",
              "        /*0090*/                   BRA `(.L_x_3);"]
-    assert kr.sass_loops(lines) == [(4, 7), (1, 9)]
+    assert kr.sass_loops(lines) == [(5, 9), (1, 11)]
     r = kr.sass_per_step(lines, warps=2, inner_trips=10)
     # outer: FFMA, LDS.128, STS, BRA once; inner: SHFL, FADD, BRA ten times; two warps
     assert r["by_class"] == {"fp32": 2 * (1 + 10), "shared": 2 * 2, "shuffle": 2 * 10, "other": 2 * (1 + 10)}
     assert r["instructions"] == 2 * (4 + 30) and r["inner_trips"] == 10
     assert r["shared_bytes"] == 2 * 32 * (16 + 4)
+    # by source line: the inner loop's line 9 (SHFL, FADD, BRA ten times), then STS and BRA after it, also
+    # under line 9's marker; line 7 holds FFMA and LDS.128
+    assert r["by_source_line"] == {"k.py:9": {"instructions": 2 * (30 + 2), "shared_bytes": 2 * 32 * 4, "local": 0},
+                                   "k.py:7": {"instructions": 2 * 2, "shared_bytes": 2 * 32 * 16, "local": 0}}
     with pytest.raises(ValueError, match="lines"):
         kr.sass_per_step(lines[:3], warps=1)
 
