@@ -183,12 +183,46 @@ def peak_mem_MB(torch, f) -> float:
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
-def time_op(torch, op: Op, shape, device, modes=MODES) -> dict:
-    """Forward and forward+backward times (ms) of ``op``, and the peak memory of forward+backward."""
+def per_kernel(averages, reps: int) -> dict:
+    """``{kernel: {"ms", "calls"}}`` per call of the profiled function, largest first, from the profiler's
+    ``key_averages()`` over ``reps`` calls (each event's device time in µs; events without any are left
+    out: they ran on the host)."""
+    out = {}
+    for ev in averages:
+        us = getattr(ev, "device_time_total", None)
+        if us is None:
+            us = getattr(ev, "cuda_time_total", 0)
+        if us > 0:
+            out[ev.key] = {"ms": us / 1e3 / reps, "calls": ev.count / reps}
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["ms"]))
+
+
+def kernel_times(torch, fn, reps: int = 5) -> dict:
+    """GPU time of each kernel ``fn`` launches, per call (torch.profiler over ``reps`` calls after one
+    warm-up; :func:`per_kernel`).  The profiler serialises nothing, so overlapping kernels (the forward's
+    two streams) each keep their own time: their sum can exceed the call's."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    return per_kernel(prof.key_averages(), reps)
+
+
+def time_op(torch, op: Op, shape, device, modes=MODES, kernels: bool = False) -> dict:
+    """Forward and forward+backward times (ms) of ``op``, and the peak memory of forward+backward; with
+    ``kernels`` (on CUDA) also each kernel's GPU time per call (:func:`kernel_times`), ``kernels_fwd`` and
+    ``kernels_fwdbwd``."""
     x = inputs(torch, shape, device, 2, fla=op.family == "fla")
     out = {}
+    kernels = kernels and device.type == "cuda"
     if "fwd" in modes:
         out["fwd_ms"] = _bench(torch, lambda: op.call(x), device)
+        if kernels:
+            out["kernels_fwd"] = kernel_times(torch, lambda: op.call(x))
         if op.segments is not None:
             # each level alone: the segments' elements, the scan over them, every segment's read-outs
             from .segments import anatomy
@@ -207,6 +241,8 @@ def time_op(torch, op: Op, shape, device, modes=MODES) -> dict:
         def fb():
             op.call(leaves).backward(do)
         out["fwdbwd_ms"] = _bench(torch, fb, device)
+        if kernels:
+            out["kernels_fwdbwd"] = kernel_times(torch, fb)
         if device.type == "cuda":
             out["fwdbwd_peak_MB"] = peak_mem_MB(torch, fb)
         if op.chunk is not None:
@@ -276,10 +312,11 @@ def _write(result, path):
 
 def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk_sizes=(16,), backward="auto",
         fused_config=None, chunk_config=None, do_drift=False, out=None, device=None, bwd_segments=(None,),
-        segment_tokens=DEFAULT_SEGMENT_TOKENS, state_dots=(None,)):
+        segment_tokens=DEFAULT_SEGMENT_TOKENS, state_dots=(None,), kernels=False):
     """Check and time ``ops`` on ``shapes``; write the JSON to ``out`` after every step (a run cut
     short still leaves what it measured).  ``device``: CUDA by default (the tests pass a CPU
-    device with ``TRITON_INTERPRET=1``: checks through the interpreter, wall times of one call)."""
+    device with ``TRITON_INTERPRET=1``: checks through the interpreter, wall times of one call).
+    ``kernels``: also each kernel's GPU time per call (CUDA only; :func:`time_op`)."""
     import torch
 
     from assocmem.provenance import provenance
@@ -303,6 +340,7 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
               "config": {"backward": backward, "chunk_sizes": list(chunk_sizes), "bwd_segments": list(bwd_segments),
                          "state_dots": list(state_dots),
                          "segment_tokens": list(segment_tokens) if "segments" in ops else [],
+                         "kernels": kernels,
                          "fused": asdict(fused_config) if fused_config else "default",
                          "chunk": asdict(chunk_config) if chunk_config else "default"},
               "shapes": {}, "notes": ["times: medians of triton.testing.do_bench, ms; BL fp32 inputs and "
@@ -313,7 +351,7 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
         entry = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape)), "check": {}, "times": {}})
         for op in table_ops.values():
             steps = [("check", lambda: check(torch, op, shape, device))] if op.family == "bl" else []
-            steps.append(("times", lambda: time_op(torch, op, shape, device, modes)))
+            steps.append(("times", lambda: time_op(torch, op, shape, device, modes, kernels)))
             for what, f in steps:
                 try:
                     entry[what][op.name] = f()
@@ -491,6 +529,8 @@ def add_arguments(p):
     p.add_argument("--chunk-config", type=_config_items(ChunkConfig), default=None, metavar="KEY=VALUE,...",
                    help=f"launch parameters of chunk_bl ({', '.join(ChunkConfig.__dataclass_fields__)})")
     p.add_argument("--drift", action="store_true", help="also the fp32 drift over 1e5 tokens (minutes)")
+    p.add_argument("--kernels", action="store_true",
+                   help="also each kernel's GPU time per call, forward and forward+backward (torch.profiler)")
     p.add_argument("--out", default=None,
                    help=f"write the JSON here (default {DEFAULT_OUT}; the folder of a path you give must exist)")
 
@@ -508,7 +548,7 @@ def run_args(args) -> int:
                          "checked by the test suite: python3 -m pytest -m gpu)")
     res = run(args.shapes, args.ops, args.modes, args.chunk_sizes, args.backward, args.fused_config,
               args.chunk_config, args.drift, out=str(out), bwd_segments=args.bwd_segments,
-              segment_tokens=args.segment_tokens, state_dots=args.state_dots)
+              segment_tokens=args.segment_tokens, state_dots=args.state_dots, kernels=args.kernels)
     print(f"JSON written to {out}")
     bad = [f"{n}/{o}" for n, e in res["shapes"].items() for o, c in e["check"].items() if not check_ok(c)]
     if bad:

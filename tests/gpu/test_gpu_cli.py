@@ -257,3 +257,29 @@ def test_forward_passes_timed_alone_rewrite_the_forward_they_split(segments, alp
     from assocmem.gpu import naive_bl
     ref = naive_bl(**{n: t.double() for n, t in x.items()})[0]
     assert float((passes.o.double() - ref).norm() / ref.norm()) < 1e-5
+
+
+def test_per_kernel_times_are_per_call_and_largest_first(monkeypatch):
+    """``--kernels``: the profiler's averages over ``reps`` calls become each kernel's GPU time and launch
+    count per call, largest first; host-only events (no device time) are left out; older torch's
+    ``cuda_time_total`` is read where ``device_time_total`` is missing.  The flag is parsed, and on a CPU
+    device (no CUDA kernels to profile) the times carry no kernel entries."""
+    from types import SimpleNamespace as NS
+
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from assocmem.args import Parser
+    from assocmem.gpu import bench
+
+    evs = [NS(key="mean", device_time_total=3000.0, count=10), NS(key="cov", device_time_total=9000.0, count=10),
+           NS(key="aten::empty", device_time_total=0.0, count=50), NS(key="old", cuda_time_total=500.0, count=5)]
+    r = bench.per_kernel(evs, reps=5)
+    assert list(r) == ["cov", "mean", "old"]
+    assert r["cov"] == {"ms": 9000.0 / 1e3 / 5, "calls": 2.0} and r["old"] == {"ms": 0.1, "calls": 1.0}
+    p = Parser(prog="b")
+    bench.add_arguments(p)
+    assert p.parse_args(["--kernels"]).kernels is True and p.parse_args([]).kernels is False
+    op = bench.bl_ops((16,))["chunk_C16"]
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    t = bench.time_op(torch, op, (1, 16, 1, 8, 8), torch.device("cpu"), ("fwd",), kernels=True)
+    assert "fwd_ms" in t and not any(k.startswith("kernels") for k in t)
