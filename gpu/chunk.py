@@ -231,12 +231,12 @@ class _ForwardPasses:
         self.grid_cov, self.grid_mean = (B * H * G,), (B * H * G * NVG,)
         self.args_cov = (q, k, ap, l2, r2)
         self.args_mean = (q, k, v, ap, self.beta, self.W, Aq, Ut)
-        self.shared = (self.u, self.beta, self.W, Aq, Ut)
+        self.cov_out = (self.u, self.beta, self.W, Aq, Ut)     # what the covariance pass writes
         self.T, self.NT = T, NT
 
     def cov(self, s: int) -> None:
         n0, n1 = self.segs[s]
-        self.kern[self.grid_cov](*self.args_cov, self.Ps[s], *self.shared, self.Ps[s + 1], self.T, self.NT, n0, n1,
+        self.kern[self.grid_cov](*self.args_cov, self.Ps[s], *self.cov_out, self.Ps[s + 1], self.T, self.NT, n0, n1,
                                  **self.cov_kw)
 
     def mean(self, s: int) -> None:
