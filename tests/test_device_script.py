@@ -141,6 +141,26 @@ def test_gpu_bench_runs_before_the_campaign_and_comes_back(tmp_path):
     assert "results/bench/probe_steps.json" in names and not any("bench/bench" in n for n in names)
 
 
+def test_several_benchmarks_run_in_order_each_into_its_own_json(tmp_path):
+    """``--gpu-bench`` given three times: the three benchmarks run in order before the campaign, each into its
+    own JSON (``gpu_bench.json``, ``_2``, ``_3``), and ``--no-scan-precision`` leaves the precision run out."""
+    env, out = _env(tmp_path)
+    root = _checkout(tmp_path)
+    r = subprocess.run(["bash", str(SCRIPT), "--gpu-bench", "--shapes S1", "--gpu-bench", "--shapes S3 --kernels",
+                        "--gpu-bench", "--shapes S1 --chunk-config BV=64", "--no-scan-precision", "--plan", "device5",
+                        "--call-limit-s", "300"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    log = (tmp_path / "log").read_text().splitlines()
+    runs = [x for x in log if "gpu bench" in x or "cpu_scan_precision" in x or "campaign" in x]
+    assert len(runs) == 4 and "campaign" in runs[3] and not any("precision" in x for x in runs)
+    assert "--shapes S1 --out" in runs[0] and runs[0].endswith("bench/gpu_bench.json")
+    assert "--shapes S3 --kernels --out" in runs[1] and runs[1].endswith("bench/gpu_bench_2.json")
+    assert "--shapes S1 --chunk-config BV=64 --out" in runs[2] and runs[2].endswith("bench/gpu_bench_3.json")
+    names, _ = _packed(out)
+    assert {f"results/bench/gpu_bench{s}.json" for s in ("", "_2", "_3")} <= set(names)
+    assert "results/bench/scan_precision_cuda.json" not in names
+
+
 def test_a_slow_benchmark_is_stopped_at_its_limit_and_the_campaign_still_runs(tmp_path):
     env, out = _env(tmp_path, STUB_BENCH_SLEEP="30")
     t0 = time.time()
