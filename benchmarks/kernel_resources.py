@@ -287,7 +287,7 @@ def fused_kernels(shape) -> dict:
 def sass_report(mean_variants: str = "64:8,64:4,16:2") -> dict:
     """Per chunk step at S1's head size (``D = m = 64``, ``C = 16``, decays present, fp32 products): the
     covariance kernel (4 warps, the row recursion ``C`` times a step) with the state right and left, and
-    the mean kernel at each ``BV:warps``, scaled to the whole ``m`` (its ``m / BV`` programs a chain);
+    the mean kernel at each ``BV:warps[:precision]``, scaled to the whole ``m`` (its ``m / BV`` programs a chain);
     beside each, the clocks one SM would need for that step at Hopper's issue rate (4 warp instructions a
     clock) and shared-memory bandwidth (128 bytes a clock), the step's lower bounds if nothing else waited."""
     from assocmem.gpu import _chunk_kernels as K
@@ -305,12 +305,18 @@ def sass_report(mean_variants: str = "64:8,64:4,16:2") -> dict:
                                                       STATE_LEFT=side == "left"), 4)
         out["covariance"][side] = bounds(sass_per_step(lines, 4, inner_trips=16))
     for item in filter(None, mean_variants.split(",")):
-        bv, warps = (int(x) for x in item.split(":"))
+        bv, warps, prec = _mean_variant(item)
         consts = dict(H=16, G=1, D=64, M=64, MG=64, BD=64, BV=bv, NVG=-(-64 // bv), C=16, HAS_ALPHA=True,
-                      STORE_E=False, PREC="ieee")
-        out["mean"][f"BV{bv}_w{warps}"] = bounds(sass_per_step(_sass(K.chunk_mean_fwd_kernel, consts, warps), warps),
-                                                  -(-64 // bv))
+                      STORE_E=False, PREC=prec)
+        name = f"BV{bv}_w{warps}" + ("" if prec == "ieee" else f"_{prec}")
+        out["mean"][name] = bounds(sass_per_step(_sass(K.chunk_mean_fwd_kernel, consts, warps), warps), -(-64 // bv))
     return out
+
+
+def _mean_variant(item: str) -> tuple[int, int, str]:
+    """``BV:warps[:precision]`` (precision ``ieee`` unless given) as ``(BV, warps, precision)``."""
+    bv, warps, *prec = item.split(":")
+    return int(bv), int(warps), prec[0] if prec else "ieee"
 
 
 def main(argv=None) -> int:
@@ -325,7 +331,7 @@ def main(argv=None) -> int:
                    help="the quotient covariance kernel (D = 64, C = 16) also at these PREC:warps[:state_dot] "
                         "(comma list; '' for none)")
     p.add_argument("--mean-variants", default="64:8,64:4,32:8,32:4,16:4,16:2",
-                   help="the forward's mean kernel (D = m = 64, C = 16, fp32) also at these BV:warps (comma list; "
+                   help="the forward's mean kernel (D = m = 64, C = 16) also at these BV:warps[:precision] (comma list; "
                         "'' for none): how many of its programs share an SM when the chains are many (segments)")
     p.add_argument("--sass", action="store_true",
                    help="also the forward's kernels' SASS per chunk step (S1's D = m = 64, C = 16): warp "
@@ -355,8 +361,8 @@ def main(argv=None) -> int:
             res["covariance_variants"].append({"PREC": prec, "state_dot": om, **r})
             print("variant", prec, warps, om, json.dumps(r))
     if a.mean_variants:
-        res["mean_variants"] = [{"BV": int(bv), **mean_resources(int(bv), int(w))}
-                                for bv, w in (item.split(":") for item in a.mean_variants.split(","))]
+        res["mean_variants"] = [{"BV": bv, "precision": prec, **mean_resources(bv, w, prec=prec)}
+                                for bv, w, prec in map(_mean_variant, a.mean_variants.split(","))]
         for r in res["mean_variants"]:
             print("mean variant", json.dumps(r))
     if a.sass:

@@ -106,3 +106,9 @@ def test_sass_of_the_covariance_kernel_counts_its_row_loop(monkeypatch):
     n_inner = sum(1 for i in range(inner[0], inner[1] + 1) if kr._opcode(lines[i]))
     assert sixteen["instructions"] - one["instructions"] == 15 * n_inner * 4
     assert one["by_class"]["fp32"] > 0 and one["shared_bytes"] > 0
+
+
+def test_a_mean_variant_names_its_precision_or_takes_full_fp32():
+    kr = _module()
+    assert kr._mean_variant("64:4") == (64, 4, "ieee")
+    assert kr._mean_variant("32:4:tf32x3") == (32, 4, "tf32x3")
