@@ -102,7 +102,16 @@ def main(argv=None):
     p.add_argument("--D", default="16,64", help="comma list of key dimensions")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cpu: the kernels through the interpreter (default); cuda: compiled")
+    from assocmem.gpu.bench import _config_items
+    from assocmem.gpu.config import ChunkConfig
+    p.add_argument("--chunk-config", type=_config_items(ChunkConfig), default=None, metavar="KEY=VALUE,...",
+                   help="also chunk_bl at C = 16 under this launch configuration (op 'chunk_C16 KEY=VALUE,...'), "
+                        "beside the default one: a configuration's error before it becomes a default")
     args = p.parse_args(argv)
+    if args.chunk_config is not None:
+        label = "chunk_C16 " + ",".join(f"{k}={v}" for k, v in vars(args.chunk_config).items()
+                                        if v is not None and v != getattr(ChunkConfig(), k))
+        OPS[label] = lambda x, cfg=args.chunk_config, **kw: chunk_bl(**x, chunk_size=16, config=cfg, **kw)
     regimes = ["l2=0, r2=1e-3, no decay", "l2=0, r2=1e-3, weak decay", "l2=0, r2=1e-4, no decay",
                "l2=0, r2=1e-4, weak decay", "bench inputs"]
     dev = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (Triton interpreter)"
