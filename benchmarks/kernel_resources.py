@@ -139,6 +139,17 @@ def _opcode(ln: str):
     return (hit.group(1), hit.group(2)) if hit else None
 
 
+def _shared_bytes_per_warp(name: str, mods: str) -> int:
+    """Bytes one warp's shared-memory instruction moves: ``LDS``/``STS`` 32 lanes of their width (4 bytes
+    unless ``.64``, ``.128``, ``.U8``/``.S8`` or ``.U16``/``.S16``), ``LDSM``/``STSM`` 128 bytes per 8×8
+    16-bit matrix (one, or ``.2``/``.4``)."""
+    if name in ("LDSM", "STSM"):
+        return 128 * (4 if mods.endswith(".4") else 2 if mods.endswith(".2") else 1)
+    width = (16 if ".128" in mods else 8 if ".64" in mods else 1 if (".U8" in mods or ".S8" in mods)
+             else 2 if (".U16" in mods or ".S16" in mods) else 4)
+    return 32 * width
+
+
 def sass_per_step(lines: list[str], warps: int, inner_trips: int = 1) -> dict:
     """Warp instructions a program issues per trip of its outermost loop (the chunk loop), by class, with
     the innermost loop nested in it (the covariance kernel's row recursion) counted ``inner_trips`` times;
@@ -177,10 +188,10 @@ def sass_per_step(lines: list[str], warps: int, inner_trips: int = 1) -> dict:
         row["instructions"] += w * warps
         if cls == "local":
             row["local"] += w * warps
-        if cls == "shared" and name in ("LDS", "STS"):
-            width = 16 if ".128" in mods else 8 if ".64" in mods else 4
-            shared_bytes += w * warps * 32 * width
-            row["shared_bytes"] += w * warps * 32 * width
+        if cls == "shared":
+            nbytes = w * warps * _shared_bytes_per_warp(name, mods)
+            shared_bytes += nbytes
+            row["shared_bytes"] += nbytes
     top = sorted(by_line.items(), key=lambda kv: -kv[1]["instructions"])[:12]
     return {"warps": warps, "inner_trips": inner_trips if nested else None, "instructions": sum(by.values()),
             "by_class": dict(sorted(by.items())), "shared_bytes": shared_bytes,

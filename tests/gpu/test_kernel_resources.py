@@ -112,3 +112,10 @@ def test_a_mean_variant_names_its_precision_or_takes_full_fp32():
     kr = _module()
     assert kr._mean_variant("64:4") == (64, 4, "ieee")
     assert kr._mean_variant("32:4:tf32x3") == (32, 4, "tf32x3")
+
+
+def test_shared_bytes_per_warp_follow_each_access_width():
+    kr = _module()
+    assert kr._shared_bytes_per_warp("LDS", "") == 128 and kr._shared_bytes_per_warp("LDS", ".128") == 512
+    assert kr._shared_bytes_per_warp("STS", ".64") == 256 and kr._shared_bytes_per_warp("LDS", ".U16") == 64
+    assert kr._shared_bytes_per_warp("LDSM", ".16.M88.4") == 512 and kr._shared_bytes_per_warp("STSM", ".16.M88") == 128
