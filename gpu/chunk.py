@@ -554,15 +554,19 @@ def chunk_bl_pass_times(q, k, v, l2, r2, alpha=None, *, chunk_size: int = DEFAUL
     shorter chains) it says which kernel keeps its time when the chains are many."""
     x, mode = _chunk_entry("chunk_bl_pass_times", chunk_size, "auto", q, k, v, l2, r2, alpha, 1.0, None, None,
                            False, None, needs_kernels=True)
+    with torch.no_grad():
+        return pass_times(_entered_passes(x, mode, chunk_size, config), bench or _do_bench)
+
+
+def _entered_passes(x, mode, chunk_size, config) -> _ForwardPasses:
+    """The forward's passes on inputs from :func:`_chunk_entry` (contiguous, fp32 states, no ``e``)."""
     B, T, H, D, m = x.dims
     interp = mode == "interpret"
     cfg = _resolve(config, D, m, x.G, B * H, interp)
     M0, P0 = initial_states(x)
-    with torch.no_grad():
-        passes = _ForwardPasses(chunk_kernels(interp), x.q.contiguous(), x.k.contiguous(), x.v.contiguous(),
-                                x.l2.contiguous(), x.r2.contiguous(), decays(x.alpha, x.log_alpha),
-                                M0.float().contiguous(), P0.float().contiguous(), chunk_size, cfg, False)
-        return pass_times(passes, bench or _do_bench)
+    return _ForwardPasses(chunk_kernels(interp), x.q.contiguous(), x.k.contiguous(), x.v.contiguous(),
+                          x.l2.contiguous(), x.r2.contiguous(), decays(x.alpha, x.log_alpha),
+                          M0.float().contiguous(), P0.float().contiguous(), chunk_size, cfg, False)
 
 
 def _do_bench(fn) -> float:
@@ -579,13 +583,6 @@ def chunk_bl_trace(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, chun
     gain of the write at ``t`` is ``β_t k_tᵀ u_t``).  Needs a Triton mode."""
     x, mode = _chunk_entry("chunk_bl_trace", chunk_size, "auto", q, k, v, l2, r2, alpha, p0, initial_state, g,
                            validate, write_mask, needs_kernels=True)
-    B, T, H, D, m = x.dims
-    interp = mode == "interpret"
-    cfg = _resolve(config, D, m, x.G, B * H, interp)
-    M0, P0 = initial_states(x)
     with torch.no_grad():
-        o, MT, PT, u, beta, _, _ = _chunk_forward(
-            chunk_kernels(interp), x.q.contiguous(), x.k.contiguous(), x.v.contiguous(), x.l2.contiguous(),
-            x.r2.contiguous(), decays(x.alpha, x.log_alpha), M0.float().contiguous(), P0.float().contiguous(),
-            chunk_size, cfg, False)
+        o, MT, PT, u, beta, _, _ = _entered_passes(x, mode, chunk_size, config).run()
     return o, final_state(x, MT, PT), u, beta
