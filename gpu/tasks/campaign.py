@@ -592,6 +592,19 @@ def device28():
     return jobs + [j for j in device27() if job_name(j) not in names]
 
 
+def device29():
+    """The plan of the first session of 4 December's count (issue 16, MQAR), after :func:`device28`
+    could not run as written: this session's checkout came without ``.resume/`` and the copies
+    outside the repository were gone, so Mamba2 seed 1's checkpoint at step 8,500 is lost and that
+    run starts again from step 0.  BL on Block with a learned decay (``bl_decay=true``, its rate 3e-3,
+    about 380 s alone) therefore goes first: it is the one choice of ours not yet tried as a cause of
+    BL's Block reading, and it finishes within one call.  Then :func:`device28`'s other runs, Mamba2
+    seed 1 first."""
+    jobs = grid("mqar", ["bl"], [0], {"variant": "block", "bl_decay": True, "lr": 3e-3})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device28() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -611,7 +624,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29}
 
 
 def cost(job) -> float:
