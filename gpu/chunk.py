@@ -63,32 +63,47 @@ def _block_d(D: int) -> int:
     return max(16, _pow2(D))
 
 
-def default_chunk_config(D: int, m: int, G: int, BH: int = 0) -> ChunkConfig:
-    """The launch parameters by shape (``BH``: batch × heads; 0 for the interpreter).
+def _sms(dev) -> int:
+    """The streaming multiprocessors of ``dev`` (0 off CUDA)."""
+    return torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == "cuda" else 0
 
-    Mean pass: 64 value columns a program (8 warps) when there are at least 128 (batch, head,
-    group) programs, 16 when there are fewer (more programs to hide the chain's latency);
-    ``tf32x3`` value-side products at ``D > 64``, where fp32 ``BV = 64`` tiles spill registers.
+
+def default_chunk_config(D: int, m: int, G: int, BH: int = 0, sms: int = 0) -> ChunkConfig:
+    """The launch parameters by shape (``BH``: batch × heads; 0 for the interpreter; ``sms``: the
+    device's SMs, 0 when unknown).
+
+    Mean pass, where the covariance pass has between 64 programs and one an SM (``64 ≤ BH·G ≤ sms``:
+    S1–S3 on an H200): up to 64 value columns a program at 4 warps, ``tf32x3`` value-side products
+    for the ``BV·BD ≥ 4096`` tiles (fp32 ones spill at 4 warps), so that a mean program fits beside
+    a covariance program on one SM and :func:`_segments` overlaps the two passes (forward 0.90 /
+    0.92 / 0.94 of the earlier default at S1 / S2 / S3, ``h200_overlap_pair_*.json``, with the same
+    fp32 error in the collapsing regime, ``h200_scan_precision_overlap.json``).  Elsewhere: 64
+    columns (8 warps at ``BV·BD ≥ 4096``) with at least 128 programs, 16 with fewer (more programs
+    to hide the chain's latency); ``tf32x3`` at ``D > 64``, where fp32 ``BV = 64`` tiles spill.
     Chunked backward: 4 warps and ``BV = 32`` at ``D ≤ 64`` (8 warps and ``tf32x3`` above).
     These are the best settings of the H200 launch sweeps.
     """
     BD = _block_d(D)
     mg = m // G
+    bwd = dict(bwd_BV=max(16, min(32, _pow2(mg))), bwd_warps=4 if BD <= 64 else 8,
+               bwd_precision="ieee" if BD <= 64 else "tf32x3")
+    if 64 <= BH * G <= sms:
+        BV = max(16, min(64, _pow2(mg)))
+        return ChunkConfig(BV=BV, mean_warps=4, mean_precision="tf32x3" if BV * BD >= 4096 or BD > 64 else "ieee",
+                           **bwd)
     BV = max(16, min(64 if BH * G >= 128 or BH == 0 else 16, _pow2(mg)))
     return ChunkConfig(BV=BV, mean_warps=8 if BV * BD >= 4096 else 4,
-                       mean_precision="ieee" if BD <= 64 else "tf32x3",
-                       bwd_BV=max(16, min(32, _pow2(mg))), bwd_warps=4 if BD <= 64 else 8,
-                       bwd_precision="ieee" if BD <= 64 else "tf32x3")
+                       mean_precision="ieee" if BD <= 64 else "tf32x3", **bwd)
 
 
-def _resolve(config, D, m, G, BH, interpret) -> ChunkConfig:
+def _resolve(config, D, m, G, BH, interpret, sms: int = 0) -> ChunkConfig:
     """``config`` (a :class:`ChunkConfig` or None) with its unset fields from :func:`default_chunk_config`
     (``cov_warps`` stays None: it depends on the covariance kernel, :func:`_cov_kernel`)."""
     if config is None:
         config = ChunkConfig()
     elif not isinstance(config, ChunkConfig):
         raise ValueError(f"config must be a ChunkConfig or None (got {type(config).__name__})")
-    base = default_chunk_config(D, m, G, 0 if interpret else BH)
+    base = default_chunk_config(D, m, G, 0 if interpret else BH, 0 if interpret else sms)
     return replace(config, **{f: getattr(base, f) for f in ("BV", "mean_warps", "mean_precision", "bwd_BV",
                                                             "bwd_warps", "bwd_precision")
                               if getattr(config, f) is None})
@@ -142,18 +157,22 @@ def _cov_kernel(K, cfg: ChunkConfig, a, C: int, D: int):
     return (K.chunk_cov_fwd_mm_kernel if kind == "matmul" else K.chunk_cov_fwd_kernel), warps
 
 
-def _segments(S, NT: int, cuda: bool, programs: int = 0, sms: int = 0) -> list[tuple[int, int]]:
+def _segments(S, NT: int, cuda: bool, programs: int = 0, sms: int = 0, mean_warps: int = 8) -> list[tuple[int, int]]:
     """Chunk ranges ``[(n0, n1), …]`` that :func:`_chunk_forward` launches one after the other.
 
     ``S``: ``config.segments``, an integer ``≥ 1`` or ``"auto"``.  With several segments the mean
     pass of segment ``s`` runs on a second stream while the covariance pass of segment ``s + 1``
-    runs.  That pays only where the covariance pass leaves whole SMs idle (elsewhere the two
-    passes share SMs and slow each other down), so ``"auto"`` takes 8 segments (of at least 8
-    chunks) on a GPU when the covariance pass has at most half as many ``programs`` as the device
-    has ``sms``, and one segment otherwise (and on a CPU).  Ranges are as even as chunks allow
-    and never empty."""
+    runs.  That pays where the covariance pass leaves whole SMs idle, or where each SM holds at
+    most one covariance program and the mean program is a 4-warp one that fits beside it; with an
+    8-warp mean program on shared SMs the two passes slowed each other down
+    (``h200_chunk_segments.json``: S1 2.59 ms at one segment, 2.61 at eight; with the 4-warp one
+    2.34 against 2.59, ``h200_overlap_pair_*.json``).  So ``"auto"`` takes 8 segments (of at
+    least 8 chunks) on a GPU when the covariance pass has at most half as many ``programs`` as the
+    device has ``sms``, or at most as many with ``mean_warps ≤ 4``, and one segment otherwise (and
+    on a CPU).  Ranges are as even as chunks allow and never empty."""
     if S == "auto":
-        S = max(1, min(8, NT // 8)) if cuda and 0 < 2 * programs <= sms else 1
+        room = 0 < 2 * programs <= sms or (0 < programs <= sms and mean_warps <= 4)
+        S = max(1, min(8, NT // 8)) if cuda and room else 1
     S = min(S, NT)
     cuts = [NT * i // S for i in range(S + 1)]
     return [(cuts[i], cuts[i + 1]) for i in range(S)]
@@ -223,7 +242,7 @@ class _ForwardPasses:
         self.cuda = dev.type == "cuda"
         self.dev = dev
         sms = torch.cuda.get_device_properties(dev).multi_processor_count if self.cuda else 0
-        self.segs = _segments(cfg.segments, NT, self.cuda, B * H * G, sms)
+        self.segs = _segments(cfg.segments, NT, self.cuda, B * H * G, sms, cfg.mean_warps)
         S = len(self.segs)
         self.Ps = [P0] + [torch.empty_like(PT) for _ in range(S - 1)] + [PT]     # state before segment s: Ps[s]
         self.Ms = [M0] + [torch.empty_like(MT) for _ in range(S - 1)] + [MT]
@@ -536,7 +555,7 @@ def chunk_bl(q, k, v, l2, r2, alpha=None, p0=1.0, initial_state=None, output_fin
                               g=g, validate=False, write_mask=write_mask)
     B, T, H, D, m = x.dims
     interp = mode == "interpret"
-    cfg = _resolve(config, D, m, x.G, B * H, interp)
+    cfg = _resolve(config, D, m, x.G, B * H, interp, _sms(x.q.device))
     bcfg = resolve_config(FusedConfig(bwd_reduce=cfg.bwd_reduce), D, m, x.G, B * H, interp)
     M0, P0 = initial_states(x)
     o, MT, PT = _ChunkBLFunction.apply(x.q, x.k, x.v, x.l2, x.r2, x.alpha, M0, P0, x.log_alpha,
@@ -562,7 +581,7 @@ def _entered_passes(x, mode, chunk_size, config) -> _ForwardPasses:
     """The forward's passes on inputs from :func:`_chunk_entry` (contiguous, fp32 states, no ``e``)."""
     B, T, H, D, m = x.dims
     interp = mode == "interpret"
-    cfg = _resolve(config, D, m, x.G, B * H, interp)
+    cfg = _resolve(config, D, m, x.G, B * H, interp, _sms(x.q.device))
     M0, P0 = initial_states(x)
     return _ForwardPasses(chunk_kernels(interp), x.q.contiguous(), x.k.contiguous(), x.v.contiguous(),
                           x.l2.contiguous(), x.r2.contiguous(), decays(x.alpha, x.log_alpha),

@@ -86,6 +86,10 @@ def test_segment_ranges():
     assert len(_segments("auto", 512, False, 64, 132)) == 1 and len(_segments("auto", 15, True, 64, 132)) == 1
     assert len(_segments("auto", 512, True, 64, 132)) == 8 and len(_segments("auto", 24, True, 64, 132)) == 3
     assert len(_segments("auto", 128, True, 128, 132)) == 1 and len(_segments("auto", 128, True, 66, 132)) == 8
+    # a 4-warp mean program fits beside a covariance program: one of those an SM is room enough (S1, S2)
+    assert len(_segments("auto", 128, True, 128, 132, mean_warps=4)) == 8
+    assert len(_segments("auto", 128, True, 133, 132, mean_warps=4)) == 1
+    assert len(_segments("auto", 128, True, 128, 132, mean_warps=8)) == 1
     assert all(b - a >= 8 for a, b in _segments("auto", 100, True, 64, 132))
     for bad in (0, -1, 2.0, True, "many"):
         with pytest.raises(ValueError, match="config.segments"):
@@ -271,6 +275,31 @@ def test_covariance_kernel_choice(interpret):
     assert pick(64, 16, a=z, cov_kernel="matmul", cov_warps=2) == (K.chunk_cov_fwd_mm_kernel, 2)
     assert default_chunk_config(128, 128, 1).mean_precision == "tf32x3"
     assert default_chunk_config(64, 64, 1).mean_precision == "ieee"
+
+
+@pytest.mark.parametrize("shape, mean", [
+    ((8, 16, 64, 64), (64, 4, "tf32x3")),        # S1: 128 covariance programs, one an SM; overlapped
+    ((32, 4, 128, 128), (64, 4, "tf32x3")),      # S2
+    ((4, 16, 64, 64), (64, 4, "tf32x3")),        # S3: 64 programs
+    ((256, 4, 16, 16), (16, 4, "ieee")),         # S4: 1,024 programs, more than the SMs: the older rule
+    ((1, 8, 64, 64), (16, 4, "ieee")),           # 8 programs: not measured with the overlap, older rule
+    ((64, 4, 64, 64), (64, 8, "ieee")),          # 256 programs
+])
+def test_default_mean_launch_by_shape(shape, mean):
+    """Where the covariance pass has 64 to one-an-SM programs (S1–S3 on an H200's 132 SMs) the default
+    mean launch is the 4-warp one that fits beside a covariance program (BV ≤ 64, 3xTF32 on the wide
+    tiles), and "auto" segments then overlap the passes; elsewhere the older launch rule holds, and the
+    interpreter (no SM count) keeps it too."""
+    from assocmem.gpu.chunk import _segments, default_chunk_config
+
+    B, H, D, m = shape
+    cfg = default_chunk_config(D, m, 1, B * H, 132)
+    assert (cfg.BV, cfg.mean_warps, cfg.mean_precision) == mean
+    assert (cfg.bwd_BV, cfg.bwd_warps) == (min(32, m), 4 if D <= 64 else 8)     # the backward is unchanged
+    overlapped = len(_segments(cfg.segments, 2048 // 16, True, B * H, 132, cfg.mean_warps)) > 1
+    assert overlapped == (B * H <= 132)      # below 64 programs the older rule overlaps them too (half the SMs)
+    assert default_chunk_config(D, m, 1, B * H) == default_chunk_config(D, m, 1, B * H, 0)
+    assert default_chunk_config(D, m, 1, 0, 132).mean_warps == (8 if D * min(m, 64) >= 4096 else 4)
 
 
 def test_default_chunk_size_is_the_fastest_measured(interpret, make_inputs):

@@ -283,3 +283,30 @@ def test_per_kernel_times_are_per_call_and_largest_first(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     t = bench.time_op(torch, op, (1, 16, 1, 8, 8), torch.device("cpu"), ("fwd",), kernels=True)
     assert "fwd_ms" in t and not any(k.startswith("kernels") for k in t)
+
+
+def test_time_op_keeps_the_forward_when_the_backward_is_refused():
+    """fla 0.6 refuses its gated backward on Hopper under Triton < 3.7.1 while its forward runs: the op's
+    forward time must stay in the JSON beside the refusal (3 December, the bench lost both); an op whose
+    forward fails still raises, so the caller records that error."""
+    torch = pytest.importorskip("torch")
+    from assocmem.gpu import bench
+
+    class Refused(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, v):
+            return v * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            raise RuntimeError("Triton >= 3.4.0 and < 3.7.1 on Hopper GPUs produces incorrect results")
+
+    op = bench.Op("refused", "bl", lambda x: Refused.apply(x["v"]))
+    t = bench.time_op(torch, op, (1, 16, 1, 8, 8), torch.device("cpu"), ("fwd", "fwdbwd"))
+    assert t["fwd_ms"] > 0 and "fwdbwd_ms" not in t and "fwdbwd_peak_MB" not in t
+    assert t["fwdbwd_error"].startswith("RuntimeError: Triton >= 3.4.0")
+    broken = bench.Op("broken", "bl", lambda x: (_ for _ in ()).throw(ValueError("no forward")))
+    with pytest.raises(ValueError, match="no forward"):
+        bench.time_op(torch, broken, (1, 16, 1, 8, 8), torch.device("cpu"), ("fwd", "fwdbwd"))
+    with pytest.raises(RuntimeError, match="Hopper"):       # asked for the backward alone: nothing to keep
+        bench.time_op(torch, op, (1, 16, 1, 8, 8), torch.device("cpu"), ("fwdbwd",))
