@@ -593,10 +593,11 @@ def device28():
 
 
 def device29():
-    """The plan of the first session of 4 December's count (issue 16, MQAR), after :func:`device28`
-    could not run as written: this session's checkout came without ``.resume/`` and the copies
-    outside the repository were gone, so Mamba2 seed 1's checkpoint at step 8,500 is lost and that
-    run starts again from step 0.  BL on Block with a learned decay (``bl_decay=true``, its rate 3e-3,
+    """The plan of the sixth session of 3 December (issue 16, MQAR), after :func:`device28` could not
+    run as written: this session's checkout came without ``.resume/`` and the copies outside the
+    repository were gone, so Mamba2 seed 1's checkpoint at step 8,500 was lost and that run starts
+    again from step 0 (it retraced the lost run's curve exactly: the same training accuracy at
+    every logged step to 7,500).  BL on Block with a learned decay (``bl_decay=true``, its rate 3e-3,
     about 380 s alone) therefore goes first: it is the one choice of ours not yet tried as a cause of
     BL's Block reading, and it finishes within one call.  Then :func:`device28`'s other runs, Mamba2
     seed 1 first."""

@@ -682,6 +682,7 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                  (mqar_data(results_dir, {"bl_heads": 1}), "bl_heads=1 (ablation)", "--", "s"),
                  (mqar_data(results_dir, {"bl_noise_init": 0.5}), "bl_noise_init=0.5 (ablation)", "--", "^"),
                  (mqar_data(results_dir, {"bl_noise_init": 0.005}), "bl_noise_init=0.005 (ablation)", "--", "v"),
+                 (mqar_data(results_dir, {"bl_decay": True}), "bl_decay=true (ablation)", "--", "<"),
                  # the Update reading's ablations (3 December): the generator's update order, Zoology's init
                  (mqar_data(results_dir, {"update_order": "interleaved"}), "update_order=interleaved (ablation)",
                   "--", "d"),
