@@ -96,16 +96,19 @@ def test_segment_ranges():
             ChunkConfig(segments=bad)
 
 
-@pytest.mark.parametrize("kernel,segments,with_grads", [("matmul", 3, True), ("matmul", 100, False),
-                                                        ("rows", 2, False)])
+# the last case is the default mean launch at S1-S3 on a GPU (4 warps, BV = 64, 3xTF32), which the
+# interpreter's own default never takes
+@pytest.mark.parametrize("kernel,segments,with_grads,mean", [
+    ("matmul", 3, True, {}), ("matmul", 100, False, {}), ("rows", 2, False, {}),
+    ("matmul", 3, True, {"BV": 64, "mean_warps": 4, "mean_precision": "tf32x3"})])
 def test_segmented_forward_equals_one_launch(interpret, make_inputs, numpy_reference, relerr, kernel, segments,
-                                             with_grads):
+                                             with_grads, mean):
     """Running the chunks as several launches (the states handed over through buffers between
     segments, as the GPU path does to overlap the passes) gives the float64 filter's outputs,
     final states and the same u, β as one launch; the gradients through it too."""
     x = make_inputs(1, 70, 2, 8, 6, 2, alpha=True, init=True, seed=11)
     o_np, M_np, P_np, _ = numpy_reference(x)
-    cfg = ChunkConfig(cov_kernel=kernel, segments=segments)
+    cfg = ChunkConfig(cov_kernel=kernel, segments=segments, **mean)
     o, (M, P) = chunk_bl(**x, chunk_size=16, output_final_state=True, config=cfg)
     assert relerr(o_np, o) < FP32 and relerr(M_np, M) < FP32
     assert relerr(np.asarray(P_np).reshape(P.shape), P) < FP32
