@@ -388,7 +388,8 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     kw = dict(H=H, G=G, D=D, BD=BD, C=C, HAS_ALPHA=has_a, PREC=cfg.bwd_precision, num_warps=cfg.bwd_warps,
               num_stages=1)
     vkw = dict(kw, M=m, MG=mg, BV=BV, NVG=NVG)
-    skw = dict(kw, STATE_LEFT=cfg.state_dot == "left")     # the kernels with the D×D state in their products
+    # the kernels with the D×D state in their products (bwd_state_dot: the backward's own choice, else state_dot's)
+    skw = dict(kw, STATE_LEFT=(cfg.bwd_state_dot or cfg.state_dot) == "left")
     segs = _bwd_segments(cfg.bwd_segment_chunks, NT)
     S = len(segs)
     NB = max(n1 - n0 for n0, n1 in segs)       # chunks held by the four per-chunk state buffers

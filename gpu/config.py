@@ -82,6 +82,9 @@ class ChunkConfig:
     (``X S``) or ``"left"`` (``(S Xᵀ)ᵀ``, the same for symmetric ``S``).  Compiled offline for the
     H200, ``"right"`` spills (2.6 KB a thread in the forward at 4 warps, 12.4 KB in the backward's
     covariance outputs) and ``"left"`` far less (``benchmarks/cpu_kernel_resources.json``).
+    ``bwd_state_dot``: the same choice for the backward's kernels alone (None: as ``state_dot``).
+    Timed on the H200 with one setting for both, ``"left"`` made the forward 4–6 % faster and
+    forward+backward 8–13 % slower (``h200_state_dot.json``), so the two are separate settings.
     ``segments``: ``"auto"`` or a number of
     chunk ranges launched one after the other so that the mean pass of one overlaps the
     covariance pass of the next (:func:`.chunk._segments`).
@@ -99,6 +102,7 @@ class ChunkConfig:
     cov_kernel: str = "auto"
     cov_warps: int | None = None
     state_dot: str = "right"
+    bwd_state_dot: str | None = None
     BV: int | None = None
     mean_warps: int | None = None
     mean_precision: str | None = None
@@ -113,6 +117,8 @@ class ChunkConfig:
         check_choice("cov_kernel", self.cov_kernel, COV_KERNELS)
         check_warps("cov_warps", self.cov_warps)
         check_choice("state_dot", self.state_dot, STATE_DOTS)
+        if self.bwd_state_dot is not None:
+            check_choice("bwd_state_dot", self.bwd_state_dot, STATE_DOTS)
         check_pow2("BV", self.BV, 16)               # tl.dot needs tiles of at least 16
         check_warps("mean_warps", self.mean_warps)
         if self.mean_precision is not None:

@@ -376,6 +376,50 @@ def test_state_left_equals_state_right(interpret, make_inputs, numpy_reference, 
 def test_state_dot_is_checked():
     with pytest.raises(ValueError, match="config.state_dot must be one of 'right', 'left'"):
         ChunkConfig(state_dot="up")
+    with pytest.raises(ValueError, match="config.bwd_state_dot must be one of 'right', 'left'"):
+        ChunkConfig(bwd_state_dot="up")
+
+
+def test_backward_state_dot_is_its_own(interpret, make_inputs, relerr, monkeypatch):
+    """``bwd_state_dot`` places the state in the backward's covariance kernels alone (None: as
+    ``state_dot``): the forward left with the backward right gives the gradients of both right, and the
+    backward's kernels are launched with the backward's setting, the forward's with the forward's."""
+    from assocmem.gpu import chunk as chunk_mod
+
+    x = make_inputs(1, 40, 2, 8, 8, alpha=True, init=True, seed=5)
+    w = torch.randn(1, 40, 2, 8, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    launched = []
+    real = chunk_mod.chunk_bwd_kernels
+
+    class Spy:
+        def __init__(self, K):
+            self.K = K
+
+        def __getattr__(self, name):
+            kern = getattr(self.K, name)
+            if not hasattr(kern, "__getitem__"):
+                return kern
+
+            class Launch:
+                def __getitem__(_, grid):
+                    def run(*a, **kw):
+                        if "STATE_LEFT" in kw:
+                            launched.append(kw["STATE_LEFT"])
+                        return kern[grid](*a, **kw)
+                    return run
+            return Launch()
+
+    monkeypatch.setattr(chunk_mod, "chunk_bwd_kernels", lambda interp: Spy(real(interp)))
+    g_mixed = _grads(chunk_bl, x, w, chunk_size=16, backward="chunked",
+                     config=ChunkConfig(cov_kernel="matmul", state_dot="left", bwd_state_dot="right"))
+    assert launched and not any(launched)
+    launched.clear()
+    g_left = _grads(chunk_bl, x, w, chunk_size=16, backward="chunked",
+                    config=ChunkConfig(cov_kernel="matmul", state_dot="left"))
+    assert launched and all(launched)
+    g_right = _grads(chunk_bl, x, w, chunk_size=16, backward="chunked", config=ChunkConfig(cov_kernel="matmul"))
+    for a, b, c in zip(g_mixed, g_right, g_left):
+        assert relerr(b, a) < 1e-5 and relerr(c, a) < 1e-5
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: the compiled kernels")
