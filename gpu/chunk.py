@@ -241,8 +241,7 @@ class _ForwardPasses:
                             STORE_E=need_e, PREC=cfg.mean_precision, num_warps=cfg.mean_warps, num_stages=1)
         self.cuda = dev.type == "cuda"
         self.dev = dev
-        sms = torch.cuda.get_device_properties(dev).multi_processor_count if self.cuda else 0
-        self.segs = _segments(cfg.segments, NT, self.cuda, B * H * G, sms, cfg.mean_warps)
+        self.segs = _segments(cfg.segments, NT, self.cuda, B * H * G, _sms(dev), cfg.mean_warps)
         S = len(self.segs)
         self.Ps = [P0] + [torch.empty_like(PT) for _ in range(S - 1)] + [PT]     # state before segment s: Ps[s]
         self.Ms = [M0] + [torch.empty_like(MT) for _ in range(S - 1)] + [MT]
