@@ -72,10 +72,11 @@ def default_chunk_config(D: int, m: int, G: int, BH: int = 0, sms: int = 0) -> C
     """The launch parameters by shape (``BH``: batch × heads; 0 for the interpreter; ``sms``: the
     device's SMs, 0 when unknown).
 
-    Mean pass, where the covariance pass has between 64 programs and one an SM (``64 ≤ BH·G ≤ sms``:
-    S1–S3 on an H200): up to 64 value columns a program at 4 warps, ``tf32x3`` value-side products
-    for the ``BV·BD ≥ 4096`` tiles (fp32 ones spill at 4 warps), so that a mean program fits beside
-    a covariance program on one SM and :func:`_segments` overlaps the two passes (forward 0.90 /
+    Mean pass, where the covariance pass has between 64 programs and one an SM (``64 ≤ BH·G ≤ sms``)
+    and the value tile is the wide one (``D ≥ 64``, at least 64 value columns a group: S1–S3 on an
+    H200, the shapes measured): 64 value columns a program at 4 warps with ``tf32x3`` products (fp32
+    ones spill at 4 warps), so that a mean program fits beside a covariance program on one SM and
+    :func:`_segments` overlaps the two passes (forward 0.90 /
     0.92 / 0.94 of the earlier default at S1 / S2 / S3, ``h200_overlap_pair_*.json``, with the same
     fp32 error in the collapsing regime, ``h200_scan_precision_overlap.json``).  Elsewhere: 64
     columns (8 warps at ``BV·BD ≥ 4096``) with at least 128 programs, 16 with fewer (more programs
@@ -87,10 +88,8 @@ def default_chunk_config(D: int, m: int, G: int, BH: int = 0, sms: int = 0) -> C
     mg = m // G
     bwd = dict(bwd_BV=max(16, min(32, _pow2(mg))), bwd_warps=4 if BD <= 64 else 8,
                bwd_precision="ieee" if BD <= 64 else "tf32x3")
-    if 64 <= BH * G <= sms:
-        BV = max(16, min(64, _pow2(mg)))
-        return ChunkConfig(BV=BV, mean_warps=4, mean_precision="tf32x3" if BV * BD >= 4096 or BD > 64 else "ieee",
-                           **bwd)
+    if 64 <= BH * G <= sms and BD >= 64 and mg >= 64:
+        return ChunkConfig(BV=64, mean_warps=4, mean_precision="tf32x3", **bwd)
     BV = max(16, min(64 if BH * G >= 128 or BH == 0 else 16, _pow2(mg)))
     return ChunkConfig(BV=BV, mean_warps=8 if BV * BD >= 4096 else 4,
                        mean_precision="ieee" if BD <= 64 else "tf32x3", **bwd)
@@ -157,21 +156,23 @@ def _cov_kernel(K, cfg: ChunkConfig, a, C: int, D: int):
     return (K.chunk_cov_fwd_mm_kernel if kind == "matmul" else K.chunk_cov_fwd_kernel), warps
 
 
-def _segments(S, NT: int, cuda: bool, programs: int = 0, sms: int = 0, mean_warps: int = 8) -> list[tuple[int, int]]:
+def _segments(S, NT: int, cuda: bool, programs: int = 0, sms: int = 0, mean_warps: int = 8,
+              mean_tile: int = 0) -> list[tuple[int, int]]:
     """Chunk ranges ``[(n0, n1), …]`` that :func:`_chunk_forward` launches one after the other.
 
     ``S``: ``config.segments``, an integer ``≥ 1`` or ``"auto"``.  With several segments the mean
     pass of segment ``s`` runs on a second stream while the covariance pass of segment ``s + 1``
     runs.  That pays where the covariance pass leaves whole SMs idle, or where each SM holds at
-    most one covariance program and the mean program is a 4-warp one that fits beside it; with an
-    8-warp mean program on shared SMs the two passes slowed each other down
+    most one covariance program and the mean program is a 4-warp one that fits beside it (measured
+    with the wide value tile, ``mean_tile = BV·BD ≥ 4096``, at S1 and S2); with an 8-warp mean
+    program on shared SMs the two passes slowed each other down
     (``h200_chunk_segments.json``: S1 2.59 ms at one segment, 2.61 at eight; with the 4-warp one
     2.34 against 2.59, ``h200_overlap_pair_*.json``).  So ``"auto"`` takes 8 segments (of at
     least 8 chunks) on a GPU when the covariance pass has at most half as many ``programs`` as the
-    device has ``sms``, or at most as many with ``mean_warps ≤ 4``, and one segment otherwise (and
+    device has ``sms``, or at most as many with such a 4-warp wide mean program, and one segment otherwise (and
     on a CPU).  Ranges are as even as chunks allow and never empty."""
     if S == "auto":
-        room = 0 < 2 * programs <= sms or (0 < programs <= sms and mean_warps <= 4)
+        room = 0 < 2 * programs <= sms or (0 < programs <= sms and mean_warps <= 4 and mean_tile >= 4096)
         S = max(1, min(8, NT // 8)) if cuda and room else 1
     S = min(S, NT)
     cuts = [NT * i // S for i in range(S + 1)]
@@ -241,7 +242,7 @@ class _ForwardPasses:
                             STORE_E=need_e, PREC=cfg.mean_precision, num_warps=cfg.mean_warps, num_stages=1)
         self.cuda = dev.type == "cuda"
         self.dev = dev
-        self.segs = _segments(cfg.segments, NT, self.cuda, B * H * G, _sms(dev), cfg.mean_warps)
+        self.segs = _segments(cfg.segments, NT, self.cuda, B * H * G, _sms(dev), cfg.mean_warps, cfg.BV * BD)
         S = len(self.segs)
         self.Ps = [P0] + [torch.empty_like(PT) for _ in range(S - 1)] + [PT]     # state before segment s: Ps[s]
         self.Ms = [M0] + [torch.empty_like(MT) for _ in range(S - 1)] + [MT]

@@ -86,10 +86,12 @@ def test_segment_ranges():
     assert len(_segments("auto", 512, False, 64, 132)) == 1 and len(_segments("auto", 15, True, 64, 132)) == 1
     assert len(_segments("auto", 512, True, 64, 132)) == 8 and len(_segments("auto", 24, True, 64, 132)) == 3
     assert len(_segments("auto", 128, True, 128, 132)) == 1 and len(_segments("auto", 128, True, 66, 132)) == 8
-    # a 4-warp mean program fits beside a covariance program: one of those an SM is room enough (S1, S2)
-    assert len(_segments("auto", 128, True, 128, 132, mean_warps=4)) == 8
-    assert len(_segments("auto", 128, True, 133, 132, mean_warps=4)) == 1
-    assert len(_segments("auto", 128, True, 128, 132, mean_warps=8)) == 1
+    # a 4-warp mean program of the wide tile fits beside a covariance program: one of those an SM is room
+    # enough (S1, S2, where it was measured); narrower tiles keep the older rule (not measured)
+    assert len(_segments("auto", 128, True, 128, 132, mean_warps=4, mean_tile=4096)) == 8
+    assert len(_segments("auto", 128, True, 133, 132, mean_warps=4, mean_tile=4096)) == 1
+    assert len(_segments("auto", 128, True, 128, 132, mean_warps=8, mean_tile=4096)) == 1
+    assert len(_segments("auto", 128, True, 128, 132, mean_warps=4, mean_tile=1024)) == 1
     assert all(b - a >= 8 for a, b in _segments("auto", 100, True, 64, 132))
     for bad in (0, -1, 2.0, True, "many"):
         with pytest.raises(ValueError, match="config.segments"):
@@ -286,6 +288,8 @@ def test_covariance_kernel_choice(interpret):
     ((4, 16, 64, 64), (64, 4, "tf32x3")),        # S3: 64 programs
     ((256, 4, 16, 16), (16, 4, "ieee")),         # S4: 1,024 programs, more than the SMs: the older rule
     ((1, 8, 64, 64), (16, 4, "ieee")),           # 8 programs: not measured with the overlap, older rule
+    ((32, 4, 16, 16), (16, 4, "ieee")),          # 128 programs but a narrow tile: not measured, older rule
+    ((16, 4, 64, 32), (16, 4, "ieee")),          # 64 programs, 32 value columns: older rule
     ((64, 4, 64, 64), (64, 8, "ieee")),          # 256 programs
 ])
 def test_default_mean_launch_by_shape(shape, mean):
@@ -299,8 +303,10 @@ def test_default_mean_launch_by_shape(shape, mean):
     cfg = default_chunk_config(D, m, 1, B * H, 132)
     assert (cfg.BV, cfg.mean_warps, cfg.mean_precision) == mean
     assert (cfg.bwd_BV, cfg.bwd_warps) == (min(32, m), 4 if D <= 64 else 8)     # the backward is unchanged
-    overlapped = len(_segments(cfg.segments, 2048 // 16, True, B * H, 132, cfg.mean_warps)) > 1
-    assert overlapped == (B * H <= 132)      # below 64 programs the older rule overlaps them too (half the SMs)
+    overlapped = len(_segments(cfg.segments, 2048 // 16, True, B * H, 132, cfg.mean_warps,
+                               cfg.BV * max(16, D))) > 1
+    # up to half the SMs the older rule overlaps too; above, only the measured wide 4-warp launch does
+    assert overlapped == (B * H <= 66 or (B * H <= 132 and mean == (64, 4, "tf32x3")))
     assert default_chunk_config(D, m, 1, B * H) == default_chunk_config(D, m, 1, B * H, 0)
     assert default_chunk_config(D, m, 1, 0, 132).mean_warps == (8 if D * min(m, 64) >= 4096 else 4)
 
