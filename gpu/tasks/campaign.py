@@ -598,9 +598,9 @@ def device29():
     repository were gone, so Mamba2 seed 1's checkpoint at step 8,500 was lost and that run starts
     again from step 0 (it retraced the lost run's curve exactly: the same training accuracy at
     every logged step to 7,500).  BL on Block with a learned decay (``bl_decay=true``, its rate 3e-3,
-    about 380 s alone) therefore goes first: it is the one choice of ours not yet tried as a cause of
-    BL's Block reading, and it finishes within one call.  Then :func:`device28`'s other runs, Mamba2
-    seed 1 first."""
+    354 s alone on the H200) therefore went first: it was the one choice of ours not yet tried as a
+    cause of BL's Block reading (0.931 at 16 pairs: not the cause), and it finishes within one call.
+    Then :func:`device28`'s other runs, Mamba2 seed 1 first."""
     jobs = grid("mqar", ["bl"], [0], {"variant": "block", "bl_decay": True, "lr": 3e-3})
     names = {job_name(j) for j in jobs}
     return jobs + [j for j in device28() if job_name(j) not in names]
