@@ -606,6 +606,15 @@ def device29():
     return jobs + [j for j in device28() if job_name(j) not in names]
 
 
+def device30():
+    """The plan of the seventh session of 3 December (issue 16, MQAR): Mamba2 on Update at 1e-2, seeds 1
+    and 2 together (``--workers-per-device 2``; Mamba2 runs share an H200 at little cost a step: 30-41 ms
+    a step each at three a GPU), and nothing after them, so that the last call ends when they do and
+    the session's remaining GPU time goes to the kernel benchmark (issue 19).  Is seed 0's 0.81 at 16
+    updates its own, or Mamba2's at this rate?"""
+    return grid("mqar", ["mamba2"], [1, 2], {"variant": "update", "lr": 1e-2})
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -625,7 +634,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30}
 
 
 def cost(job) -> float:
