@@ -615,6 +615,21 @@ def device30():
     return grid("mqar", ["mamba2"], [1, 2], {"variant": "update", "lr": 1e-2})
 
 
+def device31():
+    """The next session's plan (issue 16, MQAR), after the seventh session of 3 December: Mamba2's seeds
+    1 and 2 at 1e-2 finished (0.988 and 0.851 at 16 updates; seed 0 0.807), so the Update reading
+    stays not reproduced on three seeds.  Validation picks each model's rate from the grid, which now
+    ends at 1e-2, so that rate is run for BL and GDN: BL on Update and Block, GDN on Block, then GDN on
+    Update (three at a time, ``--workers-per-device 3``: BL took 611 and 363 s alone, GDN about 800 s),
+    then :func:`device27`'s remaining runs (GDN-conv on Block first among them)."""
+    jobs = grid("mqar", ["bl"], [0], {"variant": "update", "lr": 1e-2})
+    jobs += grid("mqar", ["bl"], [0], {"variant": "block", "lr": 1e-2})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "block", "lr": 1e-2})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "update", "lr": 1e-2})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device27() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -634,7 +649,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31}
 
 
 def cost(job) -> float:
