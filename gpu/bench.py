@@ -173,6 +173,32 @@ def _bench(torch, fn, device) -> float:
     return float(do_bench(fn, warmup=10, rep=60, return_mode="median"))
 
 
+def host_ms(fn, sync, reps: int = 20) -> float:
+    """Median wall time (ms) the host takes to issue one call of ``fn``, the device idle before each
+    (``sync()`` before the call, not after).  Beside the device time of the same call it says whether a
+    timing is bound by launches: an op whose issuing takes about as long as its run keeps the device
+    waiting for the host, and its measured time then follows the host's speed, not the kernels'.  An op
+    that waits for the device inside the call (a host sync) counts that wait too."""
+    fn()
+    times = []
+    for _ in range(reps):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    sync()
+    times.sort()
+    return 1e3 * (times[(reps - 1) // 2] + times[reps // 2]) / 2
+
+
+def _graph_bench(fn) -> float:
+    """Median time (ms) of ``fn`` replayed from a CUDA graph (``triton.testing.do_bench_cudagraph``): the
+    device's time without the host's launches in it."""
+    from triton.testing import do_bench_cudagraph
+
+    return float(do_bench_cudagraph(fn, rep=60, return_mode="median"))
+
+
 def peak_mem_MB(torch, f) -> float:
     """Peak CUDA memory (MiB) that one call of ``f`` allocates above what is allocated before it."""
     torch.cuda.synchronize()
@@ -212,15 +238,24 @@ def kernel_times(torch, fn, reps: int = 5) -> dict:
     return per_kernel(prof.key_averages(), reps)
 
 
-def time_op(torch, op: Op, shape, device, modes=MODES, kernels: bool = False) -> dict:
-    """Forward and forward+backward times (ms) of ``op``, and the peak memory of forward+backward; with
-    ``kernels`` (on CUDA) also each kernel's GPU time per call (:func:`kernel_times`), ``kernels_fwd`` and
-    ``kernels_fwdbwd``."""
+def time_op(torch, op: Op, shape, device, modes=MODES, kernels: bool = False, graph: bool = False) -> dict:
+    """Forward and forward+backward times (ms) of ``op``, and the peak memory of forward+backward; on
+    CUDA also the host's time to issue one forward (:func:`host_ms`, ``fwd_host_ms``); with ``kernels``
+    (on CUDA) also each kernel's GPU time per call (:func:`kernel_times`), ``kernels_fwd`` and
+    ``kernels_fwdbwd``; with ``graph`` (on CUDA) the forward replayed from a CUDA graph,
+    ``fwd_graph_ms`` (or ``fwd_graph_error`` where the op cannot be captured)."""
     x = inputs(torch, shape, device, 2, fla=op.family == "fla")
     out = {}
     kernels = kernels and device.type == "cuda"
     if "fwd" in modes:
         out["fwd_ms"] = _bench(torch, lambda: op.call(x), device)
+        if device.type == "cuda":
+            out["fwd_host_ms"] = host_ms(lambda: op.call(x), torch.cuda.synchronize)
+            if graph:
+                try:
+                    out["fwd_graph_ms"] = _graph_bench(lambda: op.call(x))
+                except Exception as exc:     # an op with a host sync or an uncapturable launch
+                    out["fwd_graph_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
         if kernels:
             out["kernels_fwd"] = kernel_times(torch, lambda: op.call(x))
         if op.segments is not None:
@@ -320,11 +355,12 @@ def _write(result, path):
 
 def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk_sizes=(16,), backward="auto",
         fused_config=None, chunk_config=None, do_drift=False, out=None, device=None, bwd_segments=(None,),
-        segment_tokens=DEFAULT_SEGMENT_TOKENS, state_dots=(None,), kernels=False):
+        segment_tokens=DEFAULT_SEGMENT_TOKENS, state_dots=(None,), kernels=False, graph=False):
     """Check and time ``ops`` on ``shapes``; write the JSON to ``out`` after every step (a run cut
     short still leaves what it measured).  ``device``: CUDA by default (the tests pass a CPU
     device with ``TRITON_INTERPRET=1``: checks through the interpreter, wall times of one call).
-    ``kernels``: also each kernel's GPU time per call (CUDA only; :func:`time_op`)."""
+    ``kernels``: also each kernel's GPU time per call (CUDA only; :func:`time_op`); ``graph``: also each
+    forward replayed from a CUDA graph (CUDA only)."""
     import torch
 
     from assocmem.provenance import provenance
@@ -348,18 +384,21 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
               "config": {"backward": backward, "chunk_sizes": list(chunk_sizes), "bwd_segments": list(bwd_segments),
                          "state_dots": list(state_dots),
                          "segment_tokens": list(segment_tokens) if "segments" in ops else [],
-                         "kernels": kernels,
+                         "kernels": kernels, "graph": graph,
                          "fused": asdict(fused_config) if fused_config else "default",
                          "chunk": asdict(chunk_config) if chunk_config else "default"},
               "shapes": {}, "notes": ["times: medians of triton.testing.do_bench, ms; BL fp32 inputs and "
                                       "arithmetic, fla bf16 inputs; check: relative RMS error against float64 "
-                                      "naive_bl"]}
+                                      "naive_bl",
+                                      "fwd_host_ms: the host's median time to issue one forward, the device "
+                                      "idle before it (about fwd_ms or more: the timing follows the host); "
+                                      "fwd_graph_ms (--graph): the forward replayed from a CUDA graph"]}
     for name in shapes:
         shape = SHAPES[name]
         entry = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape)), "check": {}, "times": {}})
         for op in table_ops.values():
             steps = [("check", lambda: check(torch, op, shape, device))] if op.family == "bl" else []
-            steps.append(("times", lambda: time_op(torch, op, shape, device, modes, kernels)))
+            steps.append(("times", lambda: time_op(torch, op, shape, device, modes, kernels, graph)))
             for what, f in steps:
                 try:
                     entry[what][op.name] = f()
@@ -539,6 +578,9 @@ def add_arguments(p):
     p.add_argument("--drift", action="store_true", help="also the fp32 drift over 1e5 tokens (minutes)")
     p.add_argument("--kernels", action="store_true",
                    help="also each kernel's GPU time per call, forward and forward+backward (torch.profiler)")
+    p.add_argument("--graph", action="store_true",
+                   help="also each forward replayed from a CUDA graph (the device's time without the host's "
+                        "launches; an op that cannot be captured records why)")
     p.add_argument("--out", default=None,
                    help=f"write the JSON here (default {DEFAULT_OUT}; the folder of a path you give must exist)")
 
@@ -556,7 +598,8 @@ def run_args(args) -> int:
                          "checked by the test suite: python3 -m pytest -m gpu)")
     res = run(args.shapes, args.ops, args.modes, args.chunk_sizes, args.backward, args.fused_config,
               args.chunk_config, args.drift, out=str(out), bwd_segments=args.bwd_segments,
-              segment_tokens=args.segment_tokens, state_dots=args.state_dots, kernels=args.kernels)
+              segment_tokens=args.segment_tokens, state_dots=args.state_dots, kernels=args.kernels,
+              graph=args.graph)
     print(f"JSON written to {out}")
     bad = [f"{n}/{o}" for n, e in res["shapes"].items() for o, c in e["check"].items() if not check_ok(c)]
     if bad:

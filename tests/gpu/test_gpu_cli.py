@@ -310,3 +310,66 @@ def test_time_op_keeps_the_forward_when_the_backward_is_refused():
         bench.time_op(torch, broken, (1, 16, 1, 8, 8), torch.device("cpu"), ("fwd", "fwdbwd"))
     with pytest.raises(RuntimeError, match="Hopper"):       # asked for the backward alone: nothing to keep
         bench.time_op(torch, op, (1, 16, 1, 8, 8), torch.device("cpu"), ("fwdbwd",))
+
+
+@pytest.mark.parametrize("work_ms,wait_ms", [(20, 0), (0, 30), (15, 30)])
+def test_host_ms_is_the_issuing_time_without_the_wait_before(work_ms, wait_ms):
+    """``host_ms`` times the call alone: the device sync before each call (here a sleep) is not in it,
+    the host's own work (a sleep inside the call) is."""
+    import time
+
+    from assocmem.gpu import bench
+
+    calls = {"fn": 0, "sync": 0}
+
+    def fn():
+        calls["fn"] += 1
+        time.sleep(work_ms / 1e3)
+
+    def sync():
+        calls["sync"] += 1
+        time.sleep(wait_ms / 1e3)
+
+    ms = bench.host_ms(fn, sync, reps=5)
+    assert work_ms <= ms < work_ms + 8
+    assert calls == {"fn": 6, "sync": 6}        # one warm-up call, a sync before each timed one and at the end
+
+
+class _FakeCuda:
+    type = "cuda"
+
+
+def test_time_op_records_host_and_graph_times_and_a_graph_refusal(monkeypatch):
+    """On CUDA the forward's host time always comes beside its time, and with ``graph`` the graph replay's
+    time, or why the op could not be captured (the forward's times stay)."""
+    torch = pytest.importorskip("torch")
+    from assocmem.gpu import bench
+
+    monkeypatch.setattr(bench, "inputs", lambda torch, shape, device, seed, fla=False: {})
+    monkeypatch.setattr(bench, "_bench", lambda torch, fn, device: 2.5)
+    monkeypatch.setattr(bench, "host_ms", lambda fn, sync, reps=20: 0.75)
+    op = bench.Op("op", "fla", lambda x: None)
+    monkeypatch.setattr(bench, "_graph_bench", lambda fn: 1.25)
+    t = bench.time_op(torch, op, (1, 16, 1, 8, 8), _FakeCuda(), ("fwd",), graph=True)
+    assert t == {"fwd_ms": 2.5, "fwd_host_ms": 0.75, "fwd_graph_ms": 1.25}
+    assert bench.time_op(torch, op, (1, 16, 1, 8, 8), _FakeCuda(), ("fwd",)) == {"fwd_ms": 2.5, "fwd_host_ms": 0.75}
+
+    def refuse(fn):
+        raise RuntimeError("operation not permitted when stream is capturing")
+    monkeypatch.setattr(bench, "_graph_bench", refuse)
+    t = bench.time_op(torch, op, (1, 16, 1, 8, 8), _FakeCuda(), ("fwd",), graph=True)
+    assert t["fwd_ms"] == 2.5 and "fwd_graph_ms" not in t
+    assert t["fwd_graph_error"].startswith("RuntimeError: operation not permitted when stream is capturing")
+
+
+def test_graph_flag_reaches_the_run(tmp_path, monkeypatch):
+    """``--graph`` is handed to the run (and off without it)."""
+    torch = pytest.importorskip("torch")
+    from assocmem.gpu import bench
+
+    seen = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(bench, "run", lambda *a, **kw: seen.append(kw["graph"]) or {"shapes": {}})
+    for argv, want in ((["--graph"], True), ([], False)):
+        assert main(["gpu", "bench", "--shapes", "tiny", "--out", str(tmp_path / f"b{want}.json"), *argv]) == 0
+    assert seen == [True, False]
