@@ -116,7 +116,33 @@ def run_verify(timeout: int = 1800) -> dict:
         raise DocsError(f"assocmem verify --json printed no JSON ({exc})") from None
 
 
-def claims_page(report: dict) -> str:
+# what the claims page reads of every claim in a report
+CLAIM_KEYS = ("id", "status", "layers", "source", "published", "detail", "items", "computed")
+
+
+def load_claims(path) -> dict:
+    """An ``assocmem verify --json`` report from a file, for the claims page instead of a fresh verify run
+    (``assocmem docs --claims-json FILE``): a JSON object with a list of claims, each with the keys the
+    page reads (:data:`CLAIM_KEYS`), else a ``ValueError`` naming the flag."""
+    path = Path(path).expanduser()
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"--claims-json: {path} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"--claims-json: {path} is not a JSON file ({type(exc).__name__})") from None
+    claims = report.get("claims") if isinstance(report, dict) else None
+    if not isinstance(claims, list) or not claims or not all(isinstance(c, dict) for c in claims):
+        raise ValueError(f"--claims-json: {path} is not an `assocmem verify --json` report (no list of claims)")
+    for c in claims:
+        missing = [k for k in CLAIM_KEYS if k not in c]
+        if missing:
+            raise ValueError(f"--claims-json: {path} is not an `assocmem verify --json` report (claim "
+                             f"{c.get('id', '?')} lacks {', '.join(missing)})")
+    return report
+
+
+def claims_page(report: dict, source: str | None = None) -> str:
     from assocmem.report import LEGEND
 
     claims = report["claims"]
@@ -125,7 +151,9 @@ def claims_page(report: dict) -> str:
         counts[c["status"]] = counts.get(c["status"], 0) + 1
     prov = report.get("provenance", {})
     out = ["# Claims", "",
-           "Generated from `assocmem verify --json` when this site was built: one section per claim ID, "
+           ("Generated from `assocmem verify --json` when this site was built" if source is None else
+            f"Generated from an `assocmem verify --json` report given to the build (`{source}`)")
+           + ": one section per claim ID, "
            "with the layers that checked it, the published statement (an input) and what each layer computed.",
            "", "Status counts: " + ", ".join(f"**{k}** {v}" for k, v in counts.items()) + ".", "",
            f"Statuses — {md(LEGEND)}.", ""]
@@ -358,9 +386,12 @@ suppress_warnings = ["myst.header"]   # the README starts at level 1 and skips l
 '''
 
 
-def build(out: Path | None = None, root: Path | None = None, *, strict: bool = True, log=print) -> Path:
-    """Build the site into ``out`` (default ``docs/_build/html`` in the checkout)."""
+def build(out: Path | None = None, root: Path | None = None, *, strict: bool = True, log=print,
+          claims_json: str | Path | None = None) -> Path:
+    """Build the site into ``out`` (default ``docs/_build/html`` in the checkout).  ``claims_json``: an
+    ``assocmem verify --json`` report to show instead of running verify again (:func:`load_claims`)."""
     root = find_root(root)
+    given = load_claims(claims_json) if claims_json is not None else None
     out = check_out(out if out is not None else default_out(root))
     try:
         import myst_nb  # noqa: F401
@@ -393,7 +424,7 @@ def build(out: Path | None = None, root: Path | None = None, *, strict: bool = T
 
         # verify (a subprocess) and the notebook kernels run beside the in-process work
         with ThreadPoolExecutor(max_workers=2) as pool:
-            verify = pool.submit(timed, "verify --json", run_verify)
+            verify = pool.submit(timed, "verify --json", run_verify) if given is None else None
             nbs = sorted((root / "notebooks").glob("*.py"))
             nb_futs = pool.submit(timed, "notebooks", lambda: [
                 execute_notebook(p, src / "notebooks" / f"{p.stem}.ipynb") for p in nbs])
@@ -413,7 +444,9 @@ def build(out: Path | None = None, root: Path | None = None, *, strict: bool = T
                     shutil.copy2(png, src / "results" / "figures" / png.name)
             nb_futs.result()
             (src / "notebooks.md").write_text(notebooks_page([p.stem for p in nbs]), encoding="utf-8")
-            (src / "claims.md").write_text(claims_page(verify.result()), encoding="utf-8")
+            report = verify.result() if given is None else given
+            (src / "claims.md").write_text(claims_page(report, None if given is None else Path(claims_json).name),
+                                           encoding="utf-8")
         pages = ["claims", "figures", "notebooks", "tasks"] + [f"docs/{n[:-3]}" for n in doc_pages] + ["api/index"]
         (src / "index.md").write_text(index_page(root, pages), encoding="utf-8")
         from assocmem import __version__

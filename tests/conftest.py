@@ -4,7 +4,10 @@
 (CI runs the default set).  Hypothesis uses a fixed profile so CI is
 deterministic and bounded.
 """
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -26,3 +29,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def verify_report(tmp_path_factory):
+    """One ``assocmem verify --json`` run for the whole session, shared by the tests that read its report
+    and by the docs site's build (``--claims-json``): ``(exit code, report, path of the JSON)``."""
+    p = subprocess.run([sys.executable, "-m", "assocmem", "verify", "--json"], capture_output=True, text=True,
+                       timeout=900)
+    path = tmp_path_factory.mktemp("verify") / "verify.json"
+    path.write_text(p.stdout, encoding="utf-8")
+    return p.returncode, json.loads(p.stdout), path

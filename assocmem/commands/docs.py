@@ -11,6 +11,9 @@ def register(sub) -> None:
     p.add_argument("--out", metavar="DIR", help="output folder (default docs/_build/html in the checkout, "
                                                 "git-ignored); must be new, empty or an earlier build")
     p.add_argument("--root", metavar="DIR", help="the assocmem checkout (default: the one installed from)")
+    p.add_argument("--claims-json", metavar="FILE",
+                   help="an `assocmem verify --json` report to show on the claims page instead of running "
+                        "verify again (the page names the file)")
     p.add_argument("--allow-warnings", action="store_true",
                    help="report Sphinx warnings instead of failing on them (default: warnings are errors)")
     p.set_defaults(func=run)
@@ -20,9 +23,11 @@ def run(args) -> int:
     from assocmem import site
 
     root = site.find_root(args.root)
+    if args.claims_json is not None:
+        site.load_claims(args.claims_json)      # a bad file is refused before anything is written
     out = site.check_out(args.out if args.out else site.default_out(root))
     try:
-        site.build(out, root, strict=not args.allow_warnings)
+        site.build(out, root, strict=not args.allow_warnings, claims_json=args.claims_json)
     except site.DocsError as exc:
         print(f"assocmem docs: build failed: {exc}", file=sys.stderr)
         return 1

@@ -6,9 +6,6 @@ that changes what a check finds, or a new result that changes a finding, shows u
 as a deliberate edit of :data:`EXPECTED`.
 """
 import importlib.util
-import json
-import subprocess
-import sys
 
 import pytest
 
@@ -59,10 +56,9 @@ KERNELS = all(importlib.util.find_spec(m) is not None for m in ("torch", "triton
 
 
 @pytest.fixture(scope="module")
-def verify():
-    p = subprocess.run([sys.executable, "-m", "assocmem", "verify", "--json"], capture_output=True,
-                       text=True, timeout=900)
-    return p.returncode, json.loads(p.stdout)
+def verify(verify_report):
+    """The session's one ``assocmem verify --json`` run (tests/conftest.py)."""
+    return verify_report[:2]
 
 
 def test_verify_defaults_no_failures(verify):

@@ -33,12 +33,14 @@ def run_cli(*args, timeout=900):
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(tmp_path_factory, verify_report):
+    """The site built from the session's verify report (``--claims-json``: verify runs once for the whole
+    session; the build without it, running verify itself, is the slow test below)."""
     pytest.importorskip("sphinx", reason="the docs extra is not installed")
     pytest.importorskip("myst_nb", reason="the docs extra is not installed")
     out = tmp_path_factory.mktemp("site") / "html"
     t = time.perf_counter()
-    proc = run_cli("--out", str(out))
+    proc = run_cli("--out", str(out), "--claims-json", str(verify_report[2]))
     seconds = time.perf_counter() - t
     assert proc.returncode == 0, proc.stderr[-3000:]
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -55,7 +57,7 @@ def test_docs_pages_come_from_the_package(site):
     text = page(site, "claims")
     missing = [i for i in ids if f'id="claim-{re.sub(r"[^a-z0-9]+", "-", i.lower())}"' not in text]
     assert not missing, missing
-    assert "Generated from <code" in text and "Errata" in text
+    assert "Generated from an <code" in text and "verify.json" in text and "Errata" in text
     figs = page(site, "figures")
     assert all(f"{name}.png" in figs for name in FIGURES)
     for nb in NOTEBOOKS:
@@ -106,6 +108,41 @@ def test_docs_bad_out_is_one_line_exit_2(tmp_path):
     assert (full / "notes.txt").read_text() == "mine"
     proc = run_cli("--root", str(tmp_path), timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("assocmem docs: error: --root:")
+
+
+@pytest.mark.parametrize("content,why", [(None, "does not exist"), ("not json", "is not a JSON file"),
+                                         ('{"claims": []}', "is not an `assocmem verify --json` report"),
+                                         ('[1, 2]', "is not an `assocmem verify --json` report"),
+                                         ('{"claims": [{"id": "a.b", "status": "confirmed"}]}', "claim a.b lacks layers")])
+def test_docs_bad_claims_json_is_one_line_exit_2_and_writes_nothing(tmp_path, content, why):
+    f = tmp_path / "report.json"
+    if content is not None:
+        f.write_text(content)
+    out = tmp_path / "html"
+    proc = run_cli("--out", str(out), "--claims-json", str(f), timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("assocmem docs: error: --claims-json:") and why in proc.stderr
+    assert not out.exists()
+
+
+def test_claims_page_names_where_its_report_came_from():
+    from assocmem.site import claims_page
+
+    report = {"claims": [{"id": "x.y", "status": "confirmed", "layers": ["numpy"], "source": "s", "published": "p",
+                          "detail": "d", "items": [], "computed": {}}]}
+    assert "when this site was built" in claims_page(report)
+    given = claims_page(report, "run.json")
+    assert "when this site was built" not in given and "given to the build (`run.json`)" in given
+
+
+@pytest.mark.slow
+def test_docs_build_runs_verify_itself_without_claims_json(tmp_path):
+    """Without ``--claims-json`` the build runs ``assocmem verify --json`` itself (a minute more)."""
+    out = tmp_path / "html"
+    proc = run_cli("--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = (out / "claims.html").read_text(encoding="utf-8")
+    assert "when this site was built" in text and "verify --json" in proc.stdout
 
 
 # -- in a real browser ----------------------------------------------------------

@@ -151,6 +151,7 @@ def test_state_dots_are_ops_side_by_side(tmp_path, monkeypatch):
                                                  "readouts_mean_ms"}
 
 
+@pytest.mark.slow   # 30 s through the interpreter on CI's two cores; the prototype's own tests are in test_chunk_segments
 def test_segments_prototype_is_checked_and_timed_forward_only(tmp_path, monkeypatch):
     """``--ops chunk,segments --segment-tokens 16,32``: one forward-only op per segment length beside the
     chunk op, its check against float64 passes without gradients, only its forward is timed, its ratio to

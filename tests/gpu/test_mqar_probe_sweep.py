@@ -32,15 +32,28 @@ def _written(tmp_path, sweep="mamba2-v1024"):
     return out
 
 
-def _assert_each_command_parses(runs, tmp_path):
+def _assert_each_command_parses(runs, tmp_path, capsys):
     """Each command the sweep builds is accepted by mqar_mixer_probe.py's parser: pointed at an existing
-    --out, the probe gets past its parser and then refuses to overwrite, naming --out, not another flag."""
+    --out, the probe gets past its parser and then refuses to overwrite, naming --out, not another flag.
+    The first command runs as the sweep runs it (a subprocess); the others go through the probe's
+    ``main`` in this process (the same parser, without a Python start-up each)."""
     m = _module()
     taken = tmp_path / "taken.json"
     taken.write_text("{}")
-    for name, spec, s in runs:
-        p = subprocess.run(m.command(spec, s, taken, "cpu", 100), capture_output=True, text=True, timeout=120)
-        assert p.returncode == 2 and "--out" in p.stderr and "never overwrites" in p.stderr, (name, p.stderr)
+    spec = importlib.util.spec_from_file_location("mqar_mixer_probe", m.PROBE)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    for i, (name, spec_name, s) in enumerate(runs):
+        cmd = m.command(spec_name, s, taken, "cpu", 100)
+        assert cmd[:2] == [sys.executable, str(m.PROBE)], cmd
+        if i == 0:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            code, err = p.returncode, p.stderr
+        else:
+            with pytest.raises(SystemExit) as exc:
+                probe.main(cmd[2:])
+            code, err = exc.value.code, capsys.readouterr().err
+        assert code == 2 and "--out" in err and "never overwrites" in err, (name, err)
 
 
 def test_list_names_every_probe_with_its_flags(tmp_path):
@@ -71,8 +84,8 @@ def test_probes_already_written_are_skipped(tmp_path):
     assert sorted(f.suffix for f in out.iterdir()) == [".json"] * 12
 
 
-def test_every_probe_command_parses_in_the_probe(tmp_path):
-    _assert_each_command_parses(_module().SWEEPS["mamba2-v1024"](), tmp_path)
+def test_every_probe_command_parses_in_the_probe(tmp_path, capsys):
+    _assert_each_command_parses(_module().SWEEPS["mamba2-v1024"](), tmp_path, capsys)
 
 
 def test_bundle_packs_the_folder_into_one_file(tmp_path):
@@ -86,7 +99,7 @@ def test_bundle_packs_the_folder_into_one_file(tmp_path):
     assert "o/gdn-v1024-lr0.003.json" in names and sum(n.endswith(".json") for n in names) == 12
 
 
-def test_the_vocabulary_sweep_runs_long_schedules_up_to_the_papers_vocabulary(tmp_path):
+def test_the_vocabulary_sweep_runs_long_schedules_up_to_the_papers_vocabulary(tmp_path, capsys):
     """mamba2-vocab: every probe on a 30,000-step schedule (stopped by the budget, not by the cosine), the
     paper's vocabulary at three rates, and every command accepted by the probe's parser."""
     m = _module()
@@ -95,4 +108,4 @@ def test_the_vocabulary_sweep_runs_long_schedules_up_to_the_papers_vocabulary(tm
     assert sorted(s["lr"] for _, spec, s in runs if spec == "mamba2" and s["vocab"] == 8192
                   and "backbone" not in s) == [3e-3, 1e-2, 3.2e-2]
     assert {s["vocab"] for _, _, s in runs} == {2048, 4096, 8192}
-    _assert_each_command_parses(runs, tmp_path)
+    _assert_each_command_parses(runs, tmp_path, capsys)
