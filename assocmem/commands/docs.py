@@ -22,12 +22,10 @@ def register(sub) -> None:
 def run(args) -> int:
     from assocmem import site
 
-    root = site.find_root(args.root)
-    if args.claims_json is not None:
-        site.load_claims(args.claims_json)      # a bad file is refused before anything is written
-    out = site.check_out(args.out if args.out else site.default_out(root))
+    # build checks the flags (--root, --claims-json, then --out) before it writes anything; a bad one
+    # is a ValueError naming it (one line, exit 2)
     try:
-        site.build(out, root, strict=not args.allow_warnings, claims_json=args.claims_json)
+        site.build(args.out or None, args.root, strict=not args.allow_warnings, claims_json=args.claims_json)
     except site.DocsError as exc:
         print(f"assocmem docs: build failed: {exc}", file=sys.stderr)
         return 1
