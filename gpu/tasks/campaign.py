@@ -630,6 +630,20 @@ def device31():
     return jobs + [j for j in device27() if job_name(j) not in names]
 
 
+def device32():
+    """The next session's plan (issue 16, MQAR), after the eighth session of 3 December: BL at lr 1e-2
+    finished on Update and Block, and validation picks 1e-2 for both (0.962 at 16 updates, 0.940 at 16
+    pairs).  GDN at 1e-2 ran 5,500 steps on each and its checkpoints were lost, so it starts again:
+    GDN on Block, then on Update, one or two at a time (four at once it ran at 84 ms a step against
+    about 32 alone), then BL's seeds 1 and 2 at the chosen 1e-2, then :func:`device27`'s rest."""
+    jobs = grid("mqar", ["gdn"], [0], {"variant": "block", "lr": 1e-2})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "update", "lr": 1e-2})
+    jobs += grid("mqar", ["bl"], [1, 2], {"variant": "block", "lr": 1e-2})
+    jobs += grid("mqar", ["bl"], [1, 2], {"variant": "update", "lr": 1e-2})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device27() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -649,7 +663,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32}
 
 
 def cost(job) -> float:
