@@ -30,6 +30,12 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
+def capturing(t) -> bool:
+    """Whether ``t`` is a CUDA tensor and the current stream is capturing a CUDA graph (then nothing may
+    synchronise with the host: no value checks, no data-dependent choices)."""
+    return torch.is_tensor(t) and t.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
 def enter(op: str, q, k, v, l2, r2, alpha, p0, initial_state, *, g, validate: bool, write_mask,
           needs_kernels: bool = False) -> tuple[Inputs, str]:
     """Validate a kernel op's arguments; return them and the dispatch mode
@@ -41,6 +47,9 @@ def enter(op: str, q, k, v, l2, r2, alpha, p0, initial_state, *, g, validate: bo
     most :data:`MAX_D`.
     """
     mode = mode_for(q.device) if torch.is_tensor(q) else "naive"
+    if validate and capturing(q):
+        raise ValueError(f"{op}: validate=True reads the inputs on the host, which a CUDA graph capture "
+                         "forbids; check them before the capture and pass validate=False inside it")
     # on a kernel mode the alpha-zeros rule joins the value checks (one synchronisation for all)
     x = check_inputs(q, k, v, l2, r2, alpha, p0, initial_state, g=g, values=validate, write_mask=write_mask,
                      forbid_alpha_zeros=validate and mode != "naive")

@@ -44,7 +44,7 @@ import math
 import torch
 
 from ._dispatch import kernels
-from ._launch import _empty, _pow2, decays, enter, final_state, initial_states
+from ._launch import _empty, _pow2, capturing, decays, enter, final_state, initial_states
 from .config import BACKWARDS, ChunkConfig, FusedConfig
 from .fused_recurrent import bl_backward, resolve_config
 # chunk_bl_torch: also importable from here
@@ -143,13 +143,22 @@ def _cov_kernel(K, cfg: ChunkConfig, a, C: int, D: int):
 
     ``"auto"`` takes the quotient kernel where it is valid (:func:`_decays_safe`) and was the
     faster one on the H200 (``D ≤ 64`` and ``C ≤ 32``; at ``D = 128`` or ``C = 64`` its
-    registers spill).  Warps, unless ``cfg.cov_warps`` sets them: the quotient kernel 4 at
+    registers spill).  Inside a CUDA graph capture the decays cannot be read on the host, so
+    ``"auto"`` with decays takes the row kernel there (valid for every decay); name
+    ``cov_kernel="matmul"`` to capture the quotient kernel for decays known to be safe.  Warps, unless ``cfg.cov_warps`` sets them: the quotient kernel 4 at
     ``C = 16`` and 8 at ``C = 32``, the row kernel 8 above ``D = 32`` (else 4).
     """
     BD = _block_d(D)
     kind = cfg.cov_kernel
     if kind == "auto":
-        kind = "matmul" if BD <= 64 and C <= 32 and _decays_safe(a, C, K) else "rows"
+        if not (BD <= 64 and C <= 32):
+            kind = "rows"
+        elif a is None:
+            kind = "matmul"
+        elif capturing(a):
+            kind = "rows"                                   # _decays_safe would synchronise
+        else:
+            kind = "matmul" if _decays_safe(a, C, K) else "rows"
     warps = cfg.cov_warps
     if warps is None:
         warps = (4 if C <= 16 else 8) if kind == "matmul" else (4 if BD <= 32 else 8)

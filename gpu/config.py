@@ -84,7 +84,11 @@ class ChunkConfig:
     covariance outputs) and ``"left"`` far less (``benchmarks/cpu_kernel_resources.json``).
     ``bwd_state_dot``: the same choice for the backward's kernels alone (None: as ``state_dot``).
     Timed on the H200 with one setting for both, ``"left"`` made the forward 4–6 % faster and
-    forward+backward 8–13 % slower (``h200_state_dot.json``), so the two are separate settings.
+    forward+backward 8–13 % slower (``h200_state_dot.json``), so the two are separate settings, and
+    the default is the split, ``"left"`` forward and ``"right"`` backward: side by side with right in
+    both, forward 0.98 / 1.00 / 0.96 and forward+backward 1.00 / 1.00 / 0.98 of its time at S1 / S2 /
+    S3 (``h200_state_dot_split.json``), with fp32 errors in the collapsing regime 0.76–1.01× right's
+    (``h200_scan_precision_split.json``).
     ``segments``: ``"auto"`` or a number of
     chunk ranges launched one after the other so that the mean pass of one overlaps the
     covariance pass of the next (:func:`.chunk._segments`).
@@ -101,8 +105,8 @@ class ChunkConfig:
 
     cov_kernel: str = "auto"
     cov_warps: int | None = None
-    state_dot: str = "right"
-    bwd_state_dot: str | None = None
+    state_dot: str = "left"
+    bwd_state_dot: str | None = "right"
     BV: int | None = None
     mean_warps: int | None = None
     mean_precision: str | None = None

@@ -388,7 +388,7 @@ def test_state_dot_is_checked():
 
 def test_backward_state_dot_is_its_own(interpret, make_inputs, relerr, monkeypatch):
     """``bwd_state_dot`` places the state in the backward's covariance kernels alone (None: as
-    ``state_dot``): the forward left with the backward right gives the gradients of both right, and the
+    ``state_dot``; ``"right"`` by default): the forward left with the backward right gives the gradients of both right, and the
     backward's kernels are launched with the backward's setting, the forward's with the forward's."""
     from assocmem.gpu import chunk as chunk_mod
 
@@ -421,9 +421,14 @@ def test_backward_state_dot_is_its_own(interpret, make_inputs, relerr, monkeypat
     assert launched and not any(launched)
     launched.clear()
     g_left = _grads(chunk_bl, x, w, chunk_size=16, backward="chunked",
-                    config=ChunkConfig(cov_kernel="matmul", state_dot="left"))
+                    config=ChunkConfig(cov_kernel="matmul", state_dot="left", bwd_state_dot=None))
     assert launched and all(launched)
-    g_right = _grads(chunk_bl, x, w, chunk_size=16, backward="chunked", config=ChunkConfig(cov_kernel="matmul"))
+    launched.clear()
+    g_right = _grads(chunk_bl, x, w, chunk_size=16, backward="chunked",
+                     config=ChunkConfig(cov_kernel="matmul", state_dot="right"))
+    assert launched and not any(launched)
+    # the default is the split: the forward's state on the left, the backward's on the right
+    assert (ChunkConfig().state_dot, ChunkConfig().bwd_state_dot) == ("left", "right")
     for a, b, c in zip(g_mixed, g_right, g_left):
         assert relerr(b, a) < 1e-5 and relerr(c, a) < 1e-5
 
