@@ -634,8 +634,8 @@ def device32():
     """The next session's plan (issue 16, MQAR), after the eighth session of 3 December: BL at lr 1e-2
     finished on Update and Block, and validation picks 1e-2 for both (0.962 at 16 updates, 0.940 at 16
     pairs).  GDN at 1e-2 ran 5,500 steps on each and its checkpoints were lost, so it starts again:
-    GDN on Block, then on Update, one or two at a time (four at once it ran at 84 ms a step against
-    about 32 alone), then BL's seeds 1 and 2 at the chosen 1e-2, then :func:`device27`'s rest."""
+    GDN on Block, then on Update, one or two at a time (four at once it ran at 84 ms a step, against
+    about 25 alone and 31-33 two at a time), then BL's seeds 1 and 2 at the chosen 1e-2, then :func:`device27`'s rest."""
     jobs = grid("mqar", ["gdn"], [0], {"variant": "block", "lr": 1e-2})
     jobs += grid("mqar", ["gdn"], [0], {"variant": "update", "lr": 1e-2})
     jobs += grid("mqar", ["bl"], [1, 2], {"variant": "block", "lr": 1e-2})
