@@ -904,14 +904,21 @@ def mqar(ev: Evidence) -> None:
     up, bk = _mqar_acc(default, "update", "n_updates", 16), _mqar_acc(default, "block", "n_pairs", 16)
     ev.record(acc_at_16_updates=up, acc_at_16_pairs=bk)
     # the readings are decided on seed 0; the other seeds that have finished, beside them
+    # (a seed at another rate than seed 0's chosen one says so: the grid's pick is seed 0's)
+    def lr_of(r):
+        return float(r["protocol"].get("lr", PROTOCOL["mqar"]["lr"][0]))
+
     later = {}
     for r in default:
         v = r["protocol"].get("variant", "base")
         if r["seed"] != 0 and v in ("update", "block"):
             xk = "n_updates" if v == "update" else "n_pairs"
             a = _mqar_acc([{**r, "seed": 0}], v, xk, 16).get(r["model"])
+            first = chosen.get(("", r["model"], v, 0))
+            rate = (f" (lr {lr_of(r):g}; seed 0's {lr_of(first[1]):g})"
+                    if first is not None and lr_of(first[1]) != lr_of(r) else "")
             if a is not None:
-                later[f"{r['model']} {v} seed {r['seed']}"] = a
+                later[f"{r['model']} {v} seed {r['seed']}{rate}"] = a
     if later:
         ev.record(acc_at_16_other_seeds=later)
     other, other_text = {}, []

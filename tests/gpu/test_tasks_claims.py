@@ -621,6 +621,38 @@ def test_mqar_block_reading_names_the_ablations_tried_and_the_other_seeds(tmp_pa
     assert _claim("task.mqar").run().status == "failed"
 
 
+@pytest.mark.parametrize("seed1_lr, want", [(0.003, " (lr 0.003; seed 0's 0.01)"), (0.01, ""), (None, None)])
+def test_mqar_other_seeds_name_their_rate_where_it_is_not_seed_0s(tmp_path, monkeypatch, seed1_lr, want):
+    """Validation picks seed 0's rate from the grid; a later seed run at another rate is listed with it,
+    so a reader does not take a 3e-3 seed for a repeat of a 1e-2 reading."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    _mqar(tmp_path, "block", {"gdn": 0.99}, "n_pairs")
+    for lr, acc in ((0.003, 0.91), (0.01, 0.94)):            # seed 0 at two rates: validation takes 1e-2
+        rows = [{"config": f"c{x}", "n_pairs": x, "block_size": 2, "acc": acc if x == 16 else 1.0}
+                for x in (2, 8, 16)]
+        _write(tmp_path, "mqar", "bl", 0, {"test": rows, "val": rows}, protocol={"variant": "block", "lr": lr},
+               tag=f"variant-block__lr-{lr:g}")
+    rows = [{"config": f"c{x}", "n_pairs": x, "block_size": 2, "acc": 0.88 if x == 16 else 1.0} for x in (2, 8, 16)]
+    pr = {"variant": "block", **({"lr": seed1_lr} if seed1_lr else {})}
+    _write(tmp_path, "mqar", "bl", 1, {"test": rows}, protocol=pr,
+           tag="variant-block" + (f"__lr-{seed1_lr:g}" if seed1_lr else ""))
+    r = _claim("task.mqar").run()
+    assert r.computed["acc_at_16_pairs"]["bl"] == 0.94
+    if seed1_lr is None:                                      # no rate recorded: the protocol's default rate
+        default_lr = tasks_default_lr()
+        want = "" if default_lr == 0.01 else f" (lr {default_lr:g}; seed 0's 0.01)"
+    assert r.computed["acc_at_16_other_seeds"] == {f"bl block seed 1{want}": 0.88}
+    assert f"other seeds: bl block seed 1{want} 0.88" in r.detail, r.detail
+
+
+def tasks_default_lr():
+    from assocmem.gpu.tasks.train import PROTOCOL
+
+    return float(PROTOCOL["mqar"]["lr"][0])
+
+
 @pytest.mark.parametrize("interleaved_acc, init_acc, flips", [(1.0, 0.0, None), (0.62, 0.0, None),
                                                                  (1.0, 0.58, "init-zoology"),
                                                                  (0.55, 0.0, "update_order-interleaved")])
