@@ -81,7 +81,8 @@ def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=N
     ``chunk_C{C}_L{L}`` for an integer ``L`` (the same forward, the backward in segments of ``L``
     chunks: time and peak memory side by side in one process); with ``state_dots`` (values of
     ``ChunkConfig.state_dot``, the forward's, ``None`` for ``chunk_config``'s own; the backward keeps
-    ``bwd_state_dot``, ``"right"`` by default) the same per value, ``"left"`` named ``…_SL``; ``segments_C{C}_L{L}`` (``…_SL`` likewise) for each of
+    ``bwd_state_dot``, ``"right"`` by default) the same per value, ``"left"`` named ``…_SL``;
+    ``segments_C{C}_L{L}`` (``…_SL`` likewise) for each of
     ``segment_tokens`` (:func:`.segments.chunk_bl_segments`, segments of ``L`` tokens; forward only, at
     the first of ``chunk_sizes``, 16 without one; a shape whose ``T`` it does not divide records an error)."""
     from dataclasses import replace
@@ -392,7 +393,10 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
                                       "naive_bl",
                                       "fwd_host_ms: the host's median time to issue one forward, the device "
                                       "idle before it (about fwd_ms or more: the timing follows the host); "
-                                      "fwd_graph_ms (--graph): the forward replayed from a CUDA graph; in a capture chunk_bl's cov_kernel=auto takes the row kernel where the quotient kernel would need its decay check on the host (D <= 64 with decays): --chunk-config cov_kernel=matmul times the same kernel as fwd_ms"]}
+                                      "fwd_graph_ms (--graph): the forward replayed from a CUDA graph; in a capture chunk_bl's "
+                                      "cov_kernel=auto takes the row kernel where the quotient kernel would need "
+                                      "its decay check on the host (D <= 64 with decays): --chunk-config "
+                                      "cov_kernel=matmul times the same kernel as fwd_ms"]}
     for name in shapes:
         shape = SHAPES[name]
         entry = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape)), "check": {}, "times": {}})

@@ -145,8 +145,9 @@ def _cov_kernel(K, cfg: ChunkConfig, a, C: int, D: int):
     faster one on the H200 (``D ≤ 64`` and ``C ≤ 32``; at ``D = 128`` or ``C = 64`` its
     registers spill).  Inside a CUDA graph capture the decays cannot be read on the host, so
     ``"auto"`` with decays takes the row kernel there (valid for every decay); name
-    ``cov_kernel="matmul"`` to capture the quotient kernel for decays known to be safe.  Warps, unless ``cfg.cov_warps`` sets them: the quotient kernel 4 at
-    ``C = 16`` and 8 at ``C = 32``, the row kernel 8 above ``D = 32`` (else 4).
+    ``cov_kernel="matmul"`` to capture the quotient kernel for decays known to be safe.  Warps,
+    unless ``cfg.cov_warps`` sets them: the quotient kernel 4 at ``C = 16`` and 8 at ``C = 32``, the
+    row kernel 8 above ``D = 32`` (else 4).
     """
     BD = _block_d(D)
     kind = cfg.cov_kernel
