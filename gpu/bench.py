@@ -394,9 +394,9 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
                                       "fwd_host_ms: the host's median time to issue one forward, the device "
                                       "idle before it (about fwd_ms or more: the timing follows the host); "
                                       "fwd_graph_ms (--graph): the forward replayed from a CUDA graph; in a capture "
-                                      "chunk_bl's cov_kernel=auto takes the row kernel where the quotient kernel would need "
-                                      "its decay check on the host (D <= 64 with decays): --chunk-config "
-                                      "cov_kernel=matmul times the same kernel as fwd_ms"]}
+                                      "chunk_bl's cov_kernel=auto takes the row kernel where the quotient "
+                                      "kernel would need its decay check on the host (D <= 64 with decays): "
+                                      "--chunk-config cov_kernel=matmul times the same kernel as fwd_ms"]}
     for name in shapes:
         shape = SHAPES[name]
         entry = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape)), "check": {}, "times": {}})
