@@ -641,16 +641,12 @@ def test_mqar_other_seeds_name_their_rate_where_it_is_not_seed_0s(tmp_path, monk
     r = _claim("task.mqar").run()
     assert r.computed["acc_at_16_pairs"]["bl"] == 0.94
     if seed1_lr is None:                                      # no rate recorded: the protocol's default rate
-        default_lr = tasks_default_lr()
+        from assocmem.gpu.tasks.train import PROTOCOL
+
+        default_lr = float(PROTOCOL["mqar"]["lr"][0])
         want = "" if default_lr == 0.01 else f" (lr {default_lr:g}; seed 0's 0.01)"
     assert r.computed["acc_at_16_other_seeds"] == {f"bl block seed 1{want}": 0.88}
     assert f"other seeds: bl block seed 1{want} 0.88" in r.detail, r.detail
-
-
-def tasks_default_lr():
-    from assocmem.gpu.tasks.train import PROTOCOL
-
-    return float(PROTOCOL["mqar"]["lr"][0])
 
 
 @pytest.mark.parametrize("interleaved_acc, init_acc, flips", [(1.0, 0.0, None), (0.62, 0.0, None),
