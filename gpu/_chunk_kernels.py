@@ -43,6 +43,14 @@ form: ratios ``γ_τ/γ_i``, five matmuls a chunk, only ``C×C`` work left in th
 loop), has the same inputs and outputs; ``chunk._cov_kernel`` picks it where
 :func:`_abs_log_decay_sum` finds the decays safe and it is the faster kernel.
 
+Choice on the device (``cov_kernel="device"``, ``chunk._cov_launches``): both covariance kernels
+are launched on the same grid, after the guard pass, with ``guard_ptr`` (its one-element result)
+and ``bound``; ``SELECT = 1`` runs the quotient kernel only where ``guard ≤ bound`` and ``SELECT = 2``
+the row kernel only where not (NaN and inf compare False: unsafe), so exactly one of the two writes
+the outputs and the other returns before its first load of the inputs.  No host read, so the
+forward can be captured in a CUDA graph.  ``SELECT = 0`` (every other launch, ``guard_ptr`` and
+``bound`` None) compiles the kernels as without the check.
+
 Chunk range: each kernel walks chunks ``N0 … N1−1`` of the sequence (global chunk indices,
 so tokens and per-chunk outputs are where a one-launch pass would put them), starting from the
 state at ``p0_ptr`` / ``m0_ptr`` and leaving the state after chunk ``N1−1`` at ``pT_ptr`` /
@@ -70,9 +78,13 @@ _rows, _last_row, _by_state = _common._rows, _common._last_row, _common._by_stat
 
 @triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
 def chunk_cov_fwd_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
-                         u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT, N0, N1,
+                         u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT, N0, N1, guard_ptr, bound,
                          H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
-                         C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee"):
+                         C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
+                         SELECT: tl.constexpr = 0):
+    if SELECT != 0:                                     # the choice on the device (module docstring)
+        if (tl.load(guard_ptr) <= bound) != (SELECT == 1):     # NaN/inf compare False: unsafe
+            return
     pid = tl.program_id(0).to(tl.int64)
     i_g, i_bh, tok = _head_group(pid, T, H, G)          # token t of (b, h) is tok + t*H
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)           # key dim as rows / columns, chunk rows / columns
@@ -223,10 +235,10 @@ def _mm_chunk_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, tok, n, T, ri, rc, mc,
 
 @triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
 def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
-                            u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT, N0, N1,
+                            u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT, N0, N1, guard_ptr, bound,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                             C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
-                            STATE_LEFT: tl.constexpr = False):
+                            STATE_LEFT: tl.constexpr = False, SELECT: tl.constexpr = 0):
     """The covariance pass with every ``C×D`` product hoisted out of the row loop.
 
     Decay ratios as quotients of cumulative decays *relative to the chunk*:
@@ -241,13 +253,17 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
     row recursion (``L⁻¹`` and ``β``) on ``Σ_y``.  The quotient needs
     ``γ_τ ≠ 0`` and no over/underflow inside a chunk: the caller
     (:func:`.chunk._decays_safe`) checks the cumulative decays and otherwise
-    runs :func:`chunk_cov_fwd_kernel` (products only).  Same inputs and outputs
-    as that kernel.
+    runs :func:`chunk_cov_fwd_kernel` (products only), or launches both with
+    ``SELECT`` so that the guard's result picks one on the device.  Same inputs
+    and outputs as that kernel.
 
     ``STATE_LEFT``: form ``(γ⊙K) P_0`` as ``(P_0 (γ⊙K)ᵀ)ᵀ`` (``_by_state``; ``P_0`` is kept bitwise
     symmetric).  At ``D = 64``, ``C = 16``, 4 warps the direct product's fp32 operand layout makes ptxas
     spill 2.6 KB a thread; the transposed one compiles without spills (``benchmarks/kernel_resources.py``).
     """
+    if SELECT != 0:                                     # the choice on the device (module docstring)
+        if (tl.load(guard_ptr) <= bound) != (SELECT == 1):     # NaN/inf compare False: unsafe
+            return
     pid = tl.program_id(0).to(tl.int64)
     i_g, i_bh, tok = _head_group(pid, T, H, G)
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
@@ -302,7 +318,8 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
 def _abs_log_decay_sum(a_ptr, out_ptr, T, NT, H: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                        C: tl.constexpr):
     """Guard of the quotient kernel: ``max`` over (dimension, chunk) of ``Σ_τ |log|α_τ||`` inside
-    a chunk, atomically into ``out[0]``.  One program per (batch, chunk, head)."""
+    a chunk, atomically into ``out[0]`` (read on the host, or by the covariance kernels with
+    ``SELECT``).  One program per (batch, chunk, head)."""
     pid = tl.program_id(0).to(tl.int64)
     i_h = pid % H
     i_n = (pid // H) % NT

@@ -396,7 +396,8 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
                                       "fwd_graph_ms (--graph): the forward replayed from a CUDA graph; in a capture "
                                       "chunk_bl's cov_kernel=auto takes the row kernel where the quotient "
                                       "kernel would need its decay check on the host (D <= 64 with decays): "
-                                      "--chunk-config cov_kernel=matmul times the same kernel as fwd_ms"]}
+                                      "--chunk-config cov_kernel=matmul times the same kernel as fwd_ms, "
+                                      "cov_kernel=device makes auto's choice on the device (no host read)"]}
     for name in shapes:
         shape = SHAPES[name]
         entry = result["shapes"].setdefault(name, {"shape": dict(zip("BTHDm", shape)), "check": {}, "times": {}})

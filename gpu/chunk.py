@@ -126,16 +126,33 @@ def _decays_safe(a, C: int, K=None, bound: float = LOG_GAMMA_BOUND) -> bool:
     (:func:`._chunk_kernels._abs_log_decay_sum`), else torch ops.  One host synchronisation."""
     if a is None:
         return True
+    if K is not None:
+        return bool(_decay_guard(K, a, C)[0] <= bound)          # NaN/inf compare False
     B, T, H, D = a.shape
     NT = -(-T // C)
-    if K is not None:
-        out = torch.zeros(1, dtype=torch.float32, device=a.device)
-        K._abs_log_decay_sum[(B * NT * H,)](a.contiguous(), out, T, NT, H=H, D=D, BD=_block_d(D), C=C)
-        return bool(out[0] <= bound)                            # NaN/inf compare False
     la = torch.log(a.detach().abs().float()).abs_()            # +inf where α = 0
     if NT * C != T:
         la = torch.cat([la, la.new_zeros(B, NT * C - T, H, D)], 1)
     return bool(la.view(B, NT, C, H, D).sum(2).amax() <= bound)
+
+
+def _decay_guard(K, a, C: int):
+    """The guard pass (:func:`._chunk_kernels._abs_log_decay_sum`) launched, its result left on the device:
+    a one-element fp32 tensor, ``max`` over chunks and dimensions of ``Σ_τ |log|α_τ||``; the decays are
+    safe for the quotient form where it is ``≤`` the bound (NaN compares False).  No synchronisation."""
+    B, T, H, D = a.shape
+    NT = -(-T // C)
+    out = torch.zeros(1, dtype=torch.float32, device=a.device)      # the sums are ≥ 0: the max starts at 0
+    K._abs_log_decay_sum[(B * NT * H,)](a.contiguous(), out, T, NT, H=H, D=D, BD=_block_d(D), C=C)
+    return out
+
+
+def _cov_warps(cfg: ChunkConfig, matmul: bool, C: int, BD: int) -> int:
+    """The covariance kernel's warps: ``cfg.cov_warps``, else the quotient kernel 4 at ``C = 16`` and 8 at
+    ``C = 32``, the row kernel 8 above ``D = 32`` (else 4)."""
+    if cfg.cov_warps is not None:
+        return cfg.cov_warps
+    return (4 if C <= 16 else 8) if matmul else (4 if BD <= 32 else 8)
 
 
 def _cov_kernel(K, cfg: ChunkConfig, a, C: int, D: int):
@@ -145,25 +162,41 @@ def _cov_kernel(K, cfg: ChunkConfig, a, C: int, D: int):
     faster one on the H200 (``D ≤ 64`` and ``C ≤ 32``; at ``D = 128`` or ``C = 64`` its
     registers spill).  Inside a CUDA graph capture the decays cannot be read on the host, so
     ``"auto"`` with decays takes the row kernel there (valid for every decay); name
-    ``cov_kernel="matmul"`` to capture the quotient kernel for decays known to be safe.  Warps,
-    unless ``cfg.cov_warps`` sets them: the quotient kernel 4 at ``C = 16`` and 8 at ``C = 32``, the
-    row kernel 8 above ``D = 32`` (else 4).
+    ``cov_kernel="matmul"`` to capture the quotient kernel for decays known to be safe, or
+    ``"device"``, which makes ``"auto"``'s choice on the device (:func:`_cov_launches`; here it is
+    ``"auto"`` where the choice needs no decays).  Warps: :func:`_cov_warps`.
     """
     BD = _block_d(D)
     kind = cfg.cov_kernel
-    if kind == "auto":
+    if kind in ("auto", "device"):
         if not (BD <= 64 and C <= 32):
             kind = "rows"
         elif a is None:
             kind = "matmul"
+        elif kind == "device":
+            raise ValueError("cov_kernel='device' with decays launches both kernels: see _cov_launches")
         elif capturing(a):
             kind = "rows"                                   # _decays_safe would synchronise
         else:
             kind = "matmul" if _decays_safe(a, C, K) else "rows"
-    warps = cfg.cov_warps
-    if warps is None:
-        warps = (4 if C <= 16 else 8) if kind == "matmul" else (4 if BD <= 32 else 8)
-    return (K.chunk_cov_fwd_mm_kernel if kind == "matmul" else K.chunk_cov_fwd_kernel), warps
+    matmul = kind == "matmul"
+    return (K.chunk_cov_fwd_mm_kernel if matmul else K.chunk_cov_fwd_kernel), _cov_warps(cfg, matmul, C, BD)
+
+
+def _cov_launches(K, cfg: ChunkConfig, a, C: int, D: int):
+    """The covariance pass's launches, ``[(kernel, warps, select), …]`` in launch order.
+
+    One launch (``select = 0``, :func:`_cov_kernel`) except for ``cov_kernel="device"`` where
+    ``"auto"`` would read the decays on the host (decays, ``D ≤ 64``, ``C ≤ 32``): then both
+    kernels, the quotient one with ``select = 1`` (it runs if the guard pass, :func:`_decay_guard`,
+    finds the decays safe) and the row one with ``select = 2`` (it runs if not), each with the warps
+    it would have alone.  The kernel that is not picked returns before it reads or writes anything,
+    so the order does not matter and the outputs are the picked kernel's, bit for bit."""
+    BD = _block_d(D)
+    if cfg.cov_kernel == "device" and a is not None and BD <= 64 and C <= 32:
+        return [(K.chunk_cov_fwd_mm_kernel, _cov_warps(cfg, True, C, BD), 1),
+                (K.chunk_cov_fwd_kernel, _cov_warps(cfg, False, C, BD), 2)]
+    return [(*_cov_kernel(K, cfg, a, C, D), 0)]
 
 
 def _segments(S, NT: int, cuda: bool, programs: int = 0, sms: int = 0, mean_warps: int = 8,
@@ -221,7 +254,8 @@ class _ForwardPasses:
     """The buffers and launches of :func:`_chunk_forward`: :meth:`run` is the forward; :meth:`cov` and
     :meth:`mean` launch one segment's covariance or mean pass alone, so that :func:`pass_times` can
     time each kernel by itself (each reads only what :meth:`run` left in the buffers, so repeating
-    either after a run rewrites the same values)."""
+    either after a run rewrites the same values; with ``cov_kernel="device"`` the guard pass runs once,
+    here, and :meth:`cov` launches both covariance kernels)."""
 
     def __init__(self, K, q, k, v, l2, r2, a, M0, P0, C, cfg: ChunkConfig, need_e):
         B, T, H, D = q.shape
@@ -243,10 +277,17 @@ class _ForwardPasses:
         self.o = _empty((B, T, H, m), v.dtype, dev)
         self.e = _empty((B, T, H, m), f32, dev) if need_e else dummy
         self.MT = MT = _empty((B, H, D, m), f32, dev)
-        self.kern, warps = _cov_kernel(K, cfg, a, C, D)
-        self.cov_kw = dict(H=H, G=G, D=D, BD=BD, C=C, HAS_ALPHA=a is not None, num_warps=warps, num_stages=1)
-        if self.kern is K.chunk_cov_fwd_mm_kernel:
-            self.cov_kw["STATE_LEFT"] = cfg.state_dot == "left"
+        launches = _cov_launches(K, cfg, a, C, D)
+        self.covs = []                                          # (kernel, keywords) of each launch
+        for kern, warps, select in launches:
+            kw = dict(H=H, G=G, D=D, BD=BD, C=C, HAS_ALPHA=a is not None, num_warps=warps, num_stages=1)
+            if kern is K.chunk_cov_fwd_mm_kernel:
+                kw["STATE_LEFT"] = cfg.state_dot == "left"
+            if select:
+                kw["SELECT"] = select
+            self.covs.append((kern, kw))
+        # cov_kernel="device": the guard's result stays on the device, the kernels read it (None: no check)
+        self.guard = (_decay_guard(K, a, C), LOG_GAMMA_BOUND) if len(launches) > 1 else (None, None)
         NVG = -(-mg // cfg.BV)
         self.mean_kw = dict(H=H, G=G, D=D, M=m, MG=mg, BD=BD, BV=cfg.BV, NVG=NVG, C=C, HAS_ALPHA=a is not None,
                             STORE_E=need_e, PREC=cfg.mean_precision, num_warps=cfg.mean_warps, num_stages=1)
@@ -265,8 +306,9 @@ class _ForwardPasses:
 
     def cov(self, s: int) -> None:
         n0, n1 = self.segs[s]
-        self.kern[self.grid_cov](*self.args_cov, self.Ps[s], *self.cov_out, self.Ps[s + 1], self.T, self.NT, n0, n1,
-                                 **self.cov_kw)
+        for kern, kw in self.covs:                              # with two, one returns at once (_cov_launches)
+            kern[self.grid_cov](*self.args_cov, self.Ps[s], *self.cov_out, self.Ps[s + 1], self.T, self.NT, n0, n1,
+                                *self.guard, **kw)
 
     def mean(self, s: int) -> None:
         n0, n1 = self.segs[s]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 WARPS = (1, 2, 4, 8, 16)
 BWD_REDUCES = ("atomic", "partials")
-COV_KERNELS = ("auto", "matmul", "rows")
+COV_KERNELS = ("auto", "matmul", "rows", "device")
 STATE_DOTS = ("right", "left")
 PRECISIONS = ("ieee", "tf32x3")
 BACKWARDS = ("auto", "recurrent", "chunked")
@@ -71,7 +71,10 @@ class ChunkConfig:
 
     Forward: ``cov_kernel`` ``"auto"`` (the quotient kernel where :func:`.chunk._decays_safe` allows
     it, ``D ≤ 64`` and ``chunk_size ≤ 32``, else the row kernel), ``"matmul"`` (the quotient
-    kernel) or ``"rows"`` (products only); ``cov_warps`` (None: by kernel and chunk size,
+    kernel), ``"rows"`` (products only) or ``"device"`` (``"auto"``'s choice made on the device:
+    where it depends on the decays both kernels are launched and the one the guard pass rules out
+    returns at once: no host read, so the forward can be captured in a CUDA graph, for one more
+    launch a segment; :func:`.chunk._cov_launches`); ``cov_warps`` (None: by kernel and chunk size,
     :func:`.chunk._cov_kernel`); ``BV`` value columns per mean-pass program and ``mean_warps``;
     ``mean_precision`` of the value-side products, ``"ieee"`` (full fp32) or ``"tf32x3"``
     (three TF32 tensor-core products with the rounding residues: fp32's accuracy without fp32
