@@ -644,6 +644,20 @@ def device32():
     return jobs + [j for j in device27() if job_name(j) not in names]
 
 
+
+def device33():
+    """The next session's plan (issue 16, MQAR), after the first session of 4 December: GDN at lr 1e-2
+    finished on Block and Update.  Validation keeps 1e-3 for Block (mean 0.9993 against 0.9887) and picks
+    1e-2 for Update (0.9958 against 0.9907; 0.995 at 16 updates).  So GDN's Update seeds 1 and 2 run at
+    1e-2, its Block seeds at the default rate; first BL's seeds 1 and 2 at the chosen 1e-2 (Block, then
+    Update), then GDN-conv on Block and the rest of :func:`device27`'s runs."""
+    jobs = grid("mqar", ["bl"], [1, 2], {"variant": "block", "lr": 1e-2})
+    jobs += grid("mqar", ["bl"], [1, 2], {"variant": "update", "lr": 1e-2})
+    jobs += grid("mqar", ["gdn"], [1, 2], {"variant": "update", "lr": 1e-2})
+    names = {job_name(j) for j in jobs}
+    superseded = {job_name(j) for j in grid("mqar", ["gdn"], [1, 2], {"variant": "update"})}
+    return jobs + [j for j in device27() if job_name(j) not in names | superseded]
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -663,7 +677,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33}
 
 
 def cost(job) -> float:
