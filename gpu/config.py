@@ -74,7 +74,9 @@ class ChunkConfig:
     kernel), ``"rows"`` (products only) or ``"device"`` (``"auto"``'s choice made on the device:
     where it depends on the decays both kernels are launched and the one the guard pass rules out
     returns at once: no host read, so the forward can be captured in a CUDA graph, for one more
-    launch a segment; :func:`.chunk._cov_launches`); ``cov_warps`` (None: by kernel and chunk size,
+    launch a segment: at S1 the forward took 2.063 ms against ``"auto"``'s 2.190 and ``"matmul"``'s
+    2.006, ``h200_cov_device_S1.json``; the default if S3 confirms it; :func:`.chunk._cov_launches`);
+    ``cov_warps`` (None: by kernel and chunk size,
     :func:`.chunk._cov_kernel`); ``BV`` value columns per mean-pass program and ``mean_warps``;
     ``mean_precision`` of the value-side products, ``"ieee"`` (full fp32) or ``"tf32x3"``
     (three TF32 tensor-core products with the rounding residues: fp32's accuracy without fp32
