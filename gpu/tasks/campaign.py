@@ -658,6 +658,23 @@ def device33():
     superseded = {job_name(j) for j in grid("mqar", ["gdn"], [1, 2], {"variant": "update"})}
     return jobs + [j for j in device27() if job_name(j) not in names | superseded]
 
+
+def device34():
+    """The plan of the second session of 4 December (issue 16, MQAR Base, Fig. 4a): the width sweep the
+    spec asks for.  Only BL at width 128 had run on Base (0.83 at 64 pairs, 877 s alone on the H200, about
+    56 ms a step), so the issue's priority order (Base before Update and Block, BL and GDN first) puts
+    Base's other widths ahead of more seeds of Update and Block.  BL at 256 and 64, GDN at 128 first (three
+    at a time: BL runs share an H200 at little cost a step, GDN runs less well), then GDN at 256 and 64.
+    The rates: BL's Base pick at width 128 (3e-3), GDN's default (1e-3, its Block pick); no Base pilot per
+    width (docs/tasks.md says so)."""
+    jobs = grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3, "d_model": 256})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "base"})
+    jobs += grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3, "d_model": 64})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "base", "d_model": 256})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "base", "d_model": 64})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -677,7 +694,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34}
 
 
 def cost(job) -> float:
