@@ -675,6 +675,18 @@ def device34():
     return jobs
 
 
+def device35():
+    """The plan of the first session of 4 December's afternoon (issue 16, MQAR Base, Fig. 4a): BL's width
+    sweep first.  :func:`device34`'s first call (three at a time, 505 s) left BL at width 256 at step 4,500
+    (training accuracy 0.96, where width 128 had 0.89) with a checkpoint too large to come back, BL at 64 at
+    step 6,000 (0.19; its checkpoint came back) and GDN at 128 at step 2,000 (its 29 MB checkpoint does not
+    fit what a call carries beside BL's).  So BL at 256 restarts and BL at 64 resumes, two at a time, and
+    GDN's Base runs wait for the next session."""
+    jobs = grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3, "d_model": 256})
+    jobs += grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3, "d_model": 64})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -694,7 +706,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34, "device35": device35}
 
 
 def cost(job) -> float:
