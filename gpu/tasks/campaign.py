@@ -694,6 +694,18 @@ def device35b():
     return grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3, "d_model": 64})
 
 
+def device36():
+    """The plan of the second session of 4 December's afternoon (issue 16, MQAR Base, Fig. 4a): BL at width
+    256 from step 0 (:func:`device35`'s first call took it to step 6,000, training accuracy 0.97; the second
+    call found a fresh machine, so its checkpoint was lost) beside GDN at width 128 (the width BL's Base ran
+    at first; :func:`device34` took it to step 2,000 only), two at a time.  BL's checkpoint (about 55 MB)
+    comes back only when it is the one unfinished run, so the calls are chained while the machine is warm;
+    GDN's (29 MB) comes back whenever BL has finished."""
+    jobs = grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3, "d_model": 256})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "base"})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -713,7 +725,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34, "device35": device35, "device35b": device35b}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34, "device35": device35, "device35b": device35b, "device36": device36}
 
 
 def cost(job) -> float:
