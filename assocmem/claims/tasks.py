@@ -955,6 +955,13 @@ def mqar(ev: Evidence) -> None:
                           if short else ""))
     if later:
         ev.summary += "; other seeds: " + ", ".join(f"{k} {a:.2f}" for k, a in sorted(later.items()))
+    widths = _mqar_base_widths(res)
+    if widths:
+        # Fig. 4a's x-axis; the notes give no number to read off it, so this is a measurement, not a reading
+        ev.record(base_test_acc_by_width={m: {str(w): a for w, a in ws.items()} for m, ws in widths.items()})
+        ev.summary += ("; Base (length 512, 64 pairs; Fig. 4a, no published number): "
+                       + "; ".join(f"{m} " + ", ".join(f"width {w} {a:.2f}" for w, a in ws.items())
+                                   for m, ws in widths.items()))
     if other_text:
         ev.summary += "; other protocols (ablations, not readings): " + ", ".join(other_text)
     gaps = [f"{k} trained to {m['final_train_acc']:.2f} on its pool but tests at "
@@ -1214,6 +1221,26 @@ def _mqar_acc(res, variant, xkey, x) -> dict:
             if row.get(xkey) == x and (variant != "block" or row.get("block_size") == 2):
                 out[r["model"]] = row["acc"]
     return out
+
+
+def _mqar_base_widths(res) -> dict:
+    """{model: {width: test query accuracy at length 512, 64 pairs}} of the seed-0 Base runs whose protocol
+    is the default one but for the width (Fig. 4a's x-axis) and the learning rate, widths ascending."""
+    from assocmem.gpu.tasks.train import PROTOCOL, protocol_tag, resolve_protocol
+
+    out = {}
+    for r in res:
+        pr = r.get("protocol", {})
+        if r["seed"] != 0 or pr.get("variant", "base") != "base":
+            continue
+        full = resolve_protocol("mqar", {k: v for k, v in pr.items() if k in PROTOCOL["mqar"]})
+        if protocol_tag("mqar", {**full, "d_model": PROTOCOL["mqar"]["d_model"][0],
+                                 "lr": PROTOCOL["mqar"]["lr"][0]}):
+            continue
+        for row in r["eval"].get("test", []):
+            if row.get("seq_len") == 512 and row.get("n_pairs") == 64:
+                out.setdefault(r["model"], {})[int(full["d_model"])] = row["acc"]
+    return {m: dict(sorted(ws.items())) for m, ws in sorted(out.items())}
 
 
 def mqar_trends(res) -> list:

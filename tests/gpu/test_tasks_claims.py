@@ -748,3 +748,30 @@ def test_wd_exempt_pairs_skip_a_run_without_its_baseline(tmp_path, monkeypatch):
     (tmp_path / "mqar" / "mamba2__variant-update__wd_exempt-marked_s0.partial.json").write_text(
         json.dumps({"curve": [{"step": 25, "loss": 9.0, "acc": 0.0}]}))
     assert tasks._mqar_wd_exempt_pairs() == []
+
+
+@pytest.mark.parametrize("widths", [{128: 0.83}, {64: 0.4, 128: 0.83, 256: 0.93}, {256: 0.5, 64: 0.9}])
+def test_mqar_base_accuracy_by_width_leaves_other_protocols_and_seeds_out(tmp_path, monkeypatch, widths):
+    """Fig. 4a's x-axis: each Base run at the default protocol but for its width (and rate) gives its test
+    accuracy at length 512, 64 pairs, widths ascending; a Base ablation (another backbone), a later seed
+    and an Update run at the same width do not; the line a user reads lists them as measurements."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    row = lambda a: {"test": [{"config": "T512_P64", "seq_len": 512, "n_pairs": 64, "n_updates": 0,  # noqa: E731
+                               "block_size": 1, "acc": a}]}
+    for w, a in widths.items():
+        pr = {"variant": "base", "lr": 0.003} if w == 128 else {"variant": "base", "d_model": w, "lr": 0.003}
+        tag = "lr-0.003" if w == 128 else f"d_model-{w}__lr-0.003"
+        _write(tmp_path, "mqar", "bl", 0, row(a), protocol=pr, tag=tag)
+        _write(tmp_path, "mqar", "bl", 1, row(0.01), protocol=pr, tag=tag)
+    _write(tmp_path, "mqar", "bl", 0, row(0.02), protocol={"variant": "base", "backbone": "mlp"},
+           tag="backbone-mlp")
+    _write(tmp_path, "mqar", "gdn", 0, {"test": [{"config": "T512_P64", "seq_len": 512, "n_pairs": 64,
+                                                  "acc": 0.03}]},
+           protocol={"variant": "update", "d_model": 256}, tag="variant-update__d_model-256")
+    r = _claim("task.mqar").run()
+    want = {str(w): a for w, a in sorted(widths.items())}
+    assert r.computed["base_test_acc_by_width"] == {"bl": want}
+    line = "bl " + ", ".join(f"width {w} {a:.2f}" for w, a in sorted(widths.items()))
+    assert f"Base (length 512, 64 pairs; Fig. 4a, no published number): {line}" in r.detail, r.detail
