@@ -706,6 +706,21 @@ def device36():
     return jobs
 
 
+def device37():
+    """The plan of the third session of 4 December's afternoon (issue 16, MQAR Base, Fig. 4a), three at a
+    time: BL at width 64 from its step-6,000 checkpoint (about 6 minutes alone), which completes BL's
+    width row; GDN at width 128 at the grid's two larger rates (3e-3, 1e-2; :func:`device36` ran 1e-3 to
+    0.40, still learning), so that validation picks GDN's Base rate as it picked the others' before its
+    number is read.  Then GDN at widths 64 and 256 at the default rate, which a call may leave out
+    (``--limit 3``) while the first three share the GPU."""
+    jobs = grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3, "d_model": 64})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "base", "lr": 3e-3})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "base", "lr": 1e-2})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "base", "d_model": 64})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "base", "d_model": 256})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -725,7 +740,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34, "device35": device35, "device35b": device35b, "device36": device36}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34, "device35": device35, "device35b": device35b, "device36": device36, "device37": device37}
 
 
 def cost(job) -> float:
