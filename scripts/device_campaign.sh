@@ -31,6 +31,11 @@
 #                                       --gpu-bench may be given again: the second and later run after the first,
 #                                       each under the same limit, into gpu_bench_2.json, ... (no precision run)
 #   --no-scan-precision                 skip the precision run after the first benchmark
+#   --chunk-ab "ROUNDS SHAPE"           the chunked forward at SHAPE of each older commit carried installed as
+#                                       .resume/site_<commit>/ (pip install --no-deps --target), then this checkout's
+#                                       with its defaults and with segments=1, ROUNDS times alternating, one process
+#                                       each (benchmarks/chunk_ab.py), into $OUT/bench/chunk_ab.jsonl: whether a
+#                                       slowdown is the code's or the machine's
 #   --pytest "ARGS"                     run pytest ARGS from the checkout on the GPU (e.g. the CUDA-only
 #                                       tests), its report in $OUT/bench/pytest.log
 #   --bg "CMD"                          a command (e.g. a CUDA test or diagnostic) started from /tmp in the
@@ -42,7 +47,7 @@
 set -uo pipefail
 : "${OUT:?run this on the device machine, where OUT is set}"
 t_start=$SECONDS call_limit=560
-probe="" gpu_bench="" gpu_bench_more=() scan_precision=1 gpu_bench_limit=240 bench_sweep=0 skip_campaign=0 pytest_args="" bg="" bg_limit=300 rest=()
+chunk_ab="" probe="" gpu_bench="" gpu_bench_more=() scan_precision=1 gpu_bench_limit=240 bench_sweep=0 skip_campaign=0 pytest_args="" bg="" bg_limit=300 rest=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --probe) probe="$2"; shift 2 ;;
@@ -53,6 +58,7 @@ while [ $# -gt 0 ]; do
     --bg-limit-s) bg_limit="$2"; shift 2 ;;
     --gpu-bench) if [ -z "$gpu_bench" ]; then gpu_bench="$2"; else gpu_bench_more+=("$2"); fi; shift 2 ;;
     --no-scan-precision) scan_precision=0; shift ;;
+    --chunk-ab) chunk_ab="$2"; shift 2 ;;
     --gpu-bench-limit-s) gpu_bench_limit="$2"; shift 2 ;;
     --call-limit-s) call_limit="$2"; shift 2 ;;
     *) rest+=("$1"); shift ;;
@@ -133,6 +139,21 @@ if [ -n "$gpu_bench" ]; then
        --out "$OUT/bench/scan_precision_cuda.json" || echo "precision: stopped (rc $?)") \
       2>&1 | tail -30 | tee -a "$OUT/bench/gpu_bench.log"
   fi
+fi
+if [ -n "$chunk_ab" ]; then
+  # before any training too; each older commit from its own install, this checkout's from the one above
+  read -r ab_rounds ab_shape <<< "$chunk_ab"
+  for r in $(seq 1 "${ab_rounds:-2}"); do
+    for site in "$root"/.resume/site_*; do
+      [ -d "$site" ] || continue
+      (cd /tmp && PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" timeout 300 python3 "$root/benchmarks/chunk_ab.py" \
+         --shape "${ab_shape:-S2}" --tag "${site##*/site_}" --out "$OUT/bench/chunk_ab.jsonl") 2>&1 | tail -3
+    done
+    (cd /tmp && timeout 300 python3 "$root/benchmarks/chunk_ab.py" --shape "${ab_shape:-S2}" --tag "$ASSOCMEM_COMMIT" \
+       --out "$OUT/bench/chunk_ab.jsonl") 2>&1 | tail -3
+    (cd /tmp && timeout 300 python3 "$root/benchmarks/chunk_ab.py" --shape "${ab_shape:-S2}" --tag "$ASSOCMEM_COMMIT" \
+       --config segments=1 --out "$OUT/bench/chunk_ab.jsonl") 2>&1 | tail -3
+  done | tee "$OUT/bench/chunk_ab.log"
 fi
 if [ -n "$probe" ]; then
   (cd /tmp && python3 "$root/scripts/probe_steps.py" --device cuda --out "$OUT/bench/probe_steps.json" $probe) \

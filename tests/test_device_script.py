@@ -39,6 +39,12 @@ if [[ "$*" == *"assocmem gpu bench"* || "$*" == *"cpu_scan_precision.py"* ]]; th
   echo '{"bench": 1}' > "$out"
   [ -n "$STUB_BENCH_SLEEP" ] && sleep "$STUB_BENCH_SLEEP"
 fi
+if [[ "$*" == *"chunk_ab.py"* ]]; then
+  out=""; prev=""
+  for a in "$@"; do [ "$prev" = "--out" ] && out="$a"; prev="$a"; done
+  echo "chunk_ab from ${PYTHONPATH%%:*}" >> "$STUB_LOG"
+  echo '{"ab": 1}' >> "$out"
+fi
 exit 0
 '''
 
@@ -272,3 +278,26 @@ def test_a_warm_machine_keeps_the_unfinished_checkpoints_for_the_next_call(tmp_p
     assert "checkpoint from this machine's stash: results/mqar/gdn_s0.ckpt.pt" in r.stdout
     starts = [x for x in (tmp_path / "log").read_text().splitlines() if x.startswith("checkpoints at the start")]
     assert starts == ["checkpoints at the start: ", "checkpoints at the start: gdn_s0.ckpt.pt "], starts
+
+
+def test_chunk_ab_times_each_carried_commit_then_this_one_before_the_campaign(tmp_path):
+    """``--chunk-ab "ROUNDS SHAPE"``: per round, each ``.resume/site_<commit>/`` from its own install, then this
+    checkout's defaults and ``segments=1``, each a process of its own, before any training; the lines come back."""
+    env, out = _env(tmp_path, ASSOCMEM_COMMIT="abc123")
+    root = _checkout(tmp_path)
+    (root / ".resume" / "site_e1436b3").mkdir(parents=True)
+    _call(root, env, "--chunk-ab", "2 S2")
+    log = (tmp_path / "log").read_text().splitlines()
+    ab = [x for x in log if x.startswith("python3") and "chunk_ab.py" in x]
+    assert len(ab) == 6 and all("--shape S2" in x for x in ab)
+    tags = [x.split("--tag ")[1].split()[0] for x in ab]
+    assert tags == ["e1436b3", "abc123", "abc123"] * 2
+    assert ["--config segments=1" in x for x in ab] == [False, False, True] * 2
+    sources = [x for x in log if x.startswith("chunk_ab from")]
+    assert sources[0] == f"chunk_ab from {root / '.resume' / 'site_e1436b3'}"
+    assert not sources[1].endswith("site_e1436b3")
+    first_campaign = next(i for i, x in enumerate(log) if "assocmem.gpu.tasks.campaign" in x)
+    assert max(i for i, x in enumerate(log) if "chunk_ab.py" in x) < first_campaign
+    with tarfile.open(out / "results.tgz") as t:
+        lines = t.extractfile("results/bench/chunk_ab.jsonl").read().decode().splitlines()
+    assert len(lines) == 6

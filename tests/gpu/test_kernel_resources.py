@@ -119,3 +119,26 @@ def test_shared_bytes_per_warp_follow_each_access_width():
     assert kr._shared_bytes_per_warp("LDS", "") == 128 and kr._shared_bytes_per_warp("LDS", ".128") == 512
     assert kr._shared_bytes_per_warp("STS", ".64") == 256 and kr._shared_bytes_per_warp("LDS", ".U16") == 64
     assert kr._shared_bytes_per_warp("LDSM", ".16.M88.4") == 512 and kr._shared_bytes_per_warp("STSM", ".16.M88") == 128
+
+
+def test_the_ab_compile_reports_the_s2_row_kernel_and_repeats_exactly(tmp_path):
+    """benchmarks/kernel_resources_ab.py: one JSON line per run, appended; two compiles of the same code give the
+    same opcode sequence (what a comparison across commits relies on), S2's launch constants as given."""
+    import json
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "kernel_resources_ab.py"
+    out = tmp_path / "ab.jsonl"
+    env = {**os.environ, "TRITON_DEFAULT_FP_FUSION": "1"}
+    env.pop("TRITON_INTERPRET", None)
+    for tag in ("one", "two"):
+        r = subprocess.run([sys.executable, str(script), "--tag", tag, "--out", str(out)], capture_output=True,
+                           text=True, timeout=600, env=env, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr[-2000:]
+    a, b = [json.loads(x) for x in out.read_text().splitlines()]
+    assert (a["tag"], b["tag"]) == ("one", "two")
+    assert a["consts"]["D"] == 128 and a["consts"]["C"] == 16 and a["warps"] == 8
+    assert 16 <= a["resources"]["registers"] <= 255 and a["instructions"] > 1000
+    assert a["per_chunk_step"]["inner_trips"] == 16 and a["per_chunk_step"]["instructions"] > 0
+    assert a["opcode_sequence_sha1"] == b["opcode_sequence_sha1"] and a["opcodes"] == b["opcodes"]

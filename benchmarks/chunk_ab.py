@@ -1,0 +1,136 @@
+"""The chunked forward of whichever ``assocmem`` is importable, timed the same way at every commit.
+
+To find where S2's forward slowed down (9.64 ms on 30 November at e1436b3, 11.9-13.1 in every run
+since 1 December; docs/gpu.md), an older commit is installed apart (``pip install --no-deps --target
+DIR``, no git needed on the device) and this script runs once with ``PYTHONPATH=DIR`` and once
+without, alternating, on one GPU.  It uses only what every commit since 30 November has:
+``assocmem.gpu.chunk_bl(q, k, v, l2, r2, alpha, chunk_size=, validate=False, config=)`` with the
+same inputs (``gpu.bench``'s distributions, drawn here).  ``config`` is passed with the overrides
+given (a ``ChunkConfig`` where the commit has one, else a dict), or left out, so that each commit runs
+its own defaults.
+
+It writes the forward's median time (CUDA events, after warm-up), each kernel's GPU time in one
+profiled forward (``torch.profiler``), the first output's checksum (so that two commits can be seen
+to compute the same thing) and which ``assocmem`` ran, as one JSON line (``--out`` appends to a
+file).  On a CPU it refuses: the interpreter's times mean nothing here.
+
+    PYTHONPATH=/tmp/old python3 benchmarks/chunk_ab.py --tag e1436b3 --out ab.jsonl
+    python3 benchmarks/chunk_ab.py --tag head --out ab.jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+SHAPES = {"S1": (8, 2048, 16, 64, 64), "S2": (32, 2048, 4, 128, 128), "S3": (4, 8192, 16, 64, 64)}
+
+
+def parse_config(text: str | None) -> dict:
+    """``"k=v,k=v"`` as a dict, the values read as int, float, ``true``/``false`` or left as text."""
+    out = {}
+    for item in filter(None, (text or "").split(",")):
+        if "=" not in item:
+            raise ValueError(f"config: {item!r} is not key=value")
+        k, v = item.split("=", 1)
+        for cast in (int, float):
+            try:
+                v = cast(v)
+                break
+            except ValueError:
+                pass
+        else:
+            v = {"true": True, "false": False}.get(v, v)
+        out[k.strip()] = v
+    return out
+
+
+def inputs(torch, shape, device, seed: int = 2) -> dict:
+    """``gpu.bench``'s distributions: unit keys and queries, decays 0.88-0.998, l2 <= 0.05, r2 0.05-0.55."""
+    import torch.nn.functional as F
+
+    B, T, H, D, m = shape
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    x = dict(q=F.normalize(torch.randn(B, T, H, D, generator=g), dim=-1),
+             k=F.normalize(torch.randn(B, T, H, D, generator=g), dim=-1), v=torch.randn(B, T, H, m, generator=g),
+             l2=torch.rand(B, T, H, generator=g) * 0.05, r2=torch.rand(B, T, H, generator=g) * 0.5 + 0.05,
+             alpha=torch.sigmoid(torch.rand(B, T, H, D, generator=g) * 4 + 2))
+    return {n: t.to(device) for n, t in x.items()}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--shape", default="S2", choices=sorted(SHAPES))
+    p.add_argument("--tag", required=True, help="a name for this run's commit in the output")
+    p.add_argument("--config", default=None, help="chunk_bl config overrides, k=v,k=v (default: none)")
+    p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--out", default=None, help="append the JSON line to this file")
+    a = p.parse_args(argv)
+    if a.reps < 1:
+        p.error(f"--reps must be at least 1 (got {a.reps})")
+    try:
+        cfg = parse_config(a.config)
+    except ValueError as exc:
+        p.error(f"--config: {exc}")
+    import torch
+
+    if not torch.cuda.is_available():
+        print("chunk_ab: needs a CUDA GPU (the interpreter's times mean nothing)", file=sys.stderr)
+        return 2
+    import assocmem
+    from assocmem.gpu import chunk_bl
+
+    dev = torch.device("cuda")
+    x = inputs(torch, SHAPES[a.shape], dev)
+    kw = dict(chunk_size=16, validate=False)
+    if cfg:
+        try:                                # typed since 1 December (3203d4e); a dict before
+            from assocmem.gpu.config import ChunkConfig
+        except ImportError:
+            kw["config"] = cfg
+        else:
+            kw["config"] = ChunkConfig(**cfg)
+
+    def fwd():
+        return chunk_bl(**x, **kw)
+
+    for _ in range(3):
+        o = fwd()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(a.reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fwd()
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    times.sort()
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fwd()
+        torch.cuda.synchronize()
+    kernels = {}
+    for ev in prof.key_averages():
+        t = getattr(ev, "device_time_total", None)
+        if t is None:
+            t = getattr(ev, "cuda_time_total", 0)
+        if t:
+            kernels[ev.key[:80]] = {"ms": round(t / 1e3, 4), "calls": ev.count}
+    o = o[0] if isinstance(o, tuple) else o
+    row = {"tag": a.tag, "shape": a.shape, "config": cfg, "assocmem_file": assocmem.__file__,
+           "fwd_ms_median": times[len(times) // 2], "fwd_ms_min": times[0], "reps": a.reps,
+           "kernels": dict(sorted(kernels.items(), key=lambda kv: -kv[1]["ms"])),
+           "checksum_o": float(o.double().sum()), "device": torch.cuda.get_device_name(0),
+           "torch": torch.__version__}
+    line = json.dumps(row)
+    print(line)
+    if a.out:
+        with open(a.out, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

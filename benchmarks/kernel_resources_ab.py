@@ -1,0 +1,82 @@
+"""The row covariance kernel at S2 (``chunk_cov_fwd_kernel``, ``D = 128``, ``C = 16``, 8 warps, decays,
+fp32), compiled offline for ``sm_90a`` from whichever ``assocmem`` is importable: registers, spills,
+shared memory and its SASS per chunk step (:mod:`kernel_resources`' readers, loaded from this
+checkout).  Run once per commit, an older one installed apart, and compare the lines:
+
+    pip install --no-deps --target /tmp/t36 triton==3.6.0          # the device's Triton
+    pip install --no-deps --no-build-isolation --target /tmp/old_site <checkout of the old commit>
+    PYTHONPATH=/tmp/old_site:/tmp/t36 python3 benchmarks/kernel_resources_ab.py --tag e1436b3 --out ab.jsonl
+    PYTHONPATH=/tmp/t36 python3 benchmarks/kernel_resources_ab.py --tag head --out ab.jsonl
+
+Identical code for the kernel (same opcode counts, same resources) puts a slowdown in its launch,
+its inputs or the machine, not in the kernel.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONSTS = dict(H=4, G=1, D=128, BD=128, C=16, HAS_ALPHA=True, PREC="ieee", SELECT=0)   # S2's launch
+WARPS = 8
+
+
+def _kr():
+    spec = importlib.util.spec_from_file_location("kernel_resources", os.path.join(HERE, "kernel_resources.py"))
+    kr = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kr)
+    plain = kr._signature
+
+    def signature(fn, consts):              # the device-side choice's bound is a float (since 4 December)
+        sig = plain(fn, consts)
+        if "bound" in sig:
+            sig["bound"] = "fp32"
+        return sig
+    kr._signature = signature
+    return kr
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tag", required=True, help="a name for the commit compiled")
+    p.add_argument("--out", default=None, help="append the JSON line to this file")
+    a = p.parse_args(argv)
+    import triton
+
+    import assocmem
+    from assocmem.gpu import _chunk_kernels as K
+
+    kr = _kr()
+    fn = K.chunk_cov_fwd_kernel
+    consts = {q.name: CONSTS[q.name] for q in fn.params if q.is_constexpr and q.name in CONSTS}
+    lines = kr._sass(fn, consts, WARPS)
+    ops: dict = {}
+    for ln in lines:
+        op = kr._opcode(ln)
+        if op:
+            ops[op[0]] = ops.get(op[0], 0) + 1
+    step = kr.sass_per_step(lines, WARPS, inner_trips=CONSTS["C"])
+    step.pop("by_source_line")
+    import datetime
+
+    row = {"tag": a.tag, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "assocmem_file": assocmem.__file__, "triton": triton.__version__, "target": "sm_90a (offline)",
+           "kernel": "chunk_cov_fwd_kernel", "consts": consts, "warps": WARPS,
+           "resources": kr.resources(fn, consts, WARPS), "per_chunk_step": step,
+           "instructions": sum(ops.values()), "opcodes": dict(sorted(ops.items())),
+           "opcode_sequence_sha1": hashlib.sha1("\n".join(
+               " ".join(kr._opcode(ln)) for ln in lines if kr._opcode(ln)).encode()).hexdigest()}
+    line = json.dumps(row)
+    print(line)
+    if a.out:
+        with open(a.out, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""benchmarks/chunk_ab.py: the chunked forward of whichever assocmem is importable, timed alike."""
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "chunk_ab.py"
+spec = importlib.util.spec_from_file_location("chunk_ab", SCRIPT)
+ab = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ab)
+
+
+@pytest.mark.parametrize("text, want", [
+    ("", {}), (None, {}), ("segments=1", {"segments": 1}),
+    ("BV=64,mean_precision=tf32x3,cov_warps=8", {"BV": 64, "mean_precision": "tf32x3", "cov_warps": 8}),
+    ("x=0.5,flag=true,off=false", {"x": 0.5, "flag": True, "off": False}),
+])
+def test_config_overrides_are_read_as_typed_values(text, want):
+    assert ab.parse_config(text) == want
+
+
+def test_a_config_item_without_a_value_is_refused_by_name():
+    with pytest.raises(ValueError, match="'BV' is not key=value"):
+        ab.parse_config("BV")
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_its_inputs_are_the_benchmark_runners(seed):
+    """The same draws as ``assocmem gpu bench``'s, so its times compare with the committed JSONs."""
+    from assocmem.gpu.bench import inputs
+
+    shape = (2, 8, 3, 16, 8)
+    mine, bench = ab.inputs(torch, shape, "cpu", seed), inputs(torch, shape, "cpu", seed)
+    assert mine.keys() == bench.keys()
+    for n in mine:
+        assert torch.equal(mine[n], bench[n]), n
+
+
+@pytest.mark.parametrize("args, flag", [(["--reps", "0"], "--reps"), (["--config", "BV"], "--config"),
+                                        (["--shape", "S9"], "--shape")])
+def test_bad_flags_exit_2_naming_the_flag_and_write_nothing(tmp_path, args, flag):
+    out = tmp_path / "ab.jsonl"
+    r = subprocess.run([sys.executable, str(SCRIPT), "--tag", "t", "--out", str(out), *args],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and flag in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is the CPU's")
+def test_on_a_cpu_it_refuses_in_one_line_and_writes_nothing(tmp_path):
+    out = tmp_path / "ab.jsonl"
+    r = subprocess.run([sys.executable, str(SCRIPT), "--tag", "t", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.strip() == "chunk_ab: needs a CUDA GPU (the interpreter's times mean nothing)"
+    assert not out.exists()
