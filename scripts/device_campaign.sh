@@ -220,10 +220,14 @@ pack() {
     for f in "$OUT"/*; do [ -f "$f" ] && used=$(( used + $(stat -c %s "$f") )) && nfiles=$(( nfiles + 1 )); done
     local room=$(( max_total - used )) room_files=$(( max_files - nfiles ))
     [ $(( room_files * piece )) -lt "$room" ] && room=$(( room_files * piece ))
-    # the smallest checkpoints first (many short runs resume rather than one large one); the pieces
-    # are measured after compression, and the largest kept checkpoint is dropped until they fit
-    while read -r sz ck; do echo "$ck"; done < <(while read -r ck; do echo "$(stat -c %s "$ck") $ck"; done < /tmp/ckpts.txt | sort -n) \
-      > /tmp/ckpts_kept.txt
+    # the smallest checkpoints first (many short runs resume rather than one large one), equal sizes
+    # (one model at two rates or seeds) in the plan's priority order (the campaign's --order-file; 4
+    # December: of two 29 MB GDN checkpoints the one at chance came back, the learning one stayed); the
+    # pieces are measured after compression, and the last kept checkpoint is dropped until they fit
+    while read -r ck; do
+      name=${ck#results/}; rank=$(grep -nxF "${name%.ckpt.pt}" /tmp/campaign_order.txt 2>/dev/null | head -1 | cut -d: -f1)
+      echo "$(stat -c %s "$ck") ${rank:-999999} $ck"
+    done < /tmp/ckpts.txt | sort -k1,1n -k2,2n | while read -r sz rank ck; do echo "$ck"; done > /tmp/ckpts_kept.txt
     while [ -s /tmp/ckpts_kept.txt ]; do
       rm -f ckpts.tgz.part-*
       tar czf - -T /tmp/ckpts_kept.txt | split -b "$piece" - ckpts.tgz.part-
@@ -243,7 +247,9 @@ if [ -n "$bg" ]; then
   (cd /tmp && ROOT="$root" timeout "$bg_limit" bash -c "$bg") > "$OUT/bench/bg.log" 2>&1 &
   bg_pid=$!
 fi
-cd /tmp && python3 -m assocmem.gpu.tasks.campaign --out "$OUT/results" "${args[@]}" 2>&1 | tee "$OUT/results/campaign.log"
+rm -f /tmp/campaign_order.txt
+cd /tmp && python3 -m assocmem.gpu.tasks.campaign --out "$OUT/results" --order-file /tmp/campaign_order.txt "${args[@]}" 2>&1 \
+  | tee "$OUT/results/campaign.log"
 rc=${PIPESTATUS[0]}
 [ -n "$bg_pid" ] && { wait "$bg_pid"; echo "background command: rc $?"; tail -20 "$OUT/bench/bg.log"; }
 trap - TERM INT

@@ -26,6 +26,10 @@ if [[ "$*" == *"assocmem.gpu.tasks.campaign"* ]]; then
   [ -n "$STUB_FINISH" ] && echo '{}' > "$out/mqar/$STUB_FINISH.json"
   # large unfinished checkpoints of random bytes (they do not compress, as trained weights barely do)
   for n in $STUB_BIG_CKPTS; do head -c "${STUB_BIG_SIZE:-25M}" /dev/urandom > "$out/mqar/big${n}_s0.ckpt.pt"; done
+  # the plan's priority order, as the campaign writes it to --order-file
+  order=""; prev=""
+  for a in "$@"; do [ "$prev" = "--order-file" ] && order="$a"; prev="$a"; done
+  [ -n "$order" ] && [ -n "$STUB_ORDER" ] && for n in $STUB_ORDER; do echo "mqar/$n"; done > "$order"
   [ -n "$STUB_SLEEP" ] && sleep "$STUB_SLEEP"
   # what Triton would leave: the carried cache is there, new autotuning results and kernels are added
   echo "the run sees TRITON_CACHE_AUTOTUNING=$TRITON_CACHE_AUTOTUNING carried=$(cat "$TRITON_CACHE_DIR/k0/old.autotune.json" 2>/dev/null)" >> "$STUB_LOG"
@@ -301,3 +305,16 @@ def test_chunk_ab_times_each_carried_commit_then_this_one_before_the_campaign(tm
     with tarfile.open(out / "results.tgz") as t:
         lines = t.extractfile("results/bench/chunk_ab.jsonl").read().decode().splitlines()
     assert len(lines) == 6
+
+
+def test_of_equal_checkpoints_the_plans_earlier_runs_come_back(tmp_path):
+    """Three 25 MB checkpoints of one size, two of which fit: the two the plan ranks first come back,
+    whatever their names (4 December: of two GDN runs the one at chance came back, the learning one stayed)."""
+    env, out = _env(tmp_path, STUB_BIG_CKPTS="0 1 2", STUB_ORDER="bl_s0 big2_s0 gdn_s0 big0_s0 big1_s0")
+    r = _call(_checkout(tmp_path), env, timeout=240)
+    assert _returned(out)
+    _, ck = _packed(out)
+    assert sorted(c for c in ck if "big" in c) == ["results/mqar/big0_s0.ckpt.pt", "results/mqar/big2_s0.ckpt.pt"]
+    left = [line for line in r.stdout.splitlines() if line.startswith("checkpoint left behind")]
+    assert len(left) == 1 and left[0].endswith("results/mqar/big1_s0.ckpt.pt")
+    assert "results/mqar/gdn_s0.ckpt.pt" in ck                       # the small one still first

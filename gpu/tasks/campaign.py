@@ -838,6 +838,9 @@ def main(argv=None) -> int:
     ap.add_argument("--scheduler", default=None, metavar="ADDRESS",
                     help="join this Dask cluster (address or scheduler file) instead of starting a local one")
     ap.add_argument("--retries", type=int, default=0, help="try a failed run again K times (default 0)")
+    ap.add_argument("--order-file", default=None, metavar="PATH",
+                    help="write the runs' TASK/NAME in priority order to PATH, one a line (the device script keeps "
+                         "the checkpoints of earlier runs first when not all come back)")
     args = ap.parse_args(argv)
     t0 = time.time()
     if args.limit is not None and args.limit < 0:
@@ -850,6 +853,9 @@ def main(argv=None) -> int:
         raise ValueError(f"--reserve-s {args.reserve_s:g} leaves no time to start a run in --budget-s "
                          f"{args.budget_s:g}: make it smaller than the budget")
     jobs = PLANS[args.plan]()[: args.limit]
+    if args.order_file:
+        # the plan's order, before --longest-first reorders the starts: it is the priority
+        Path(args.order_file).write_text("".join(f"{j[0]}/{job_name(j)}\n" for j in jobs), encoding="utf-8")
     if args.longest_first:
         jobs = longest_first(jobs)
     log = lambda m: print(f"[{time.time() - t0:6.1f}s] {m}", flush=True)      # noqa: E731

@@ -328,6 +328,22 @@ def test_campaign_heavy_gpus_and_cli(monkeypatch, capsys):
     assert calls[0][1]["heavy"] is None
 
 
+@pytest.mark.parametrize("plan, limit", [("device37", 3), ("device37", None), ("paper", 4)])
+def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, plan, limit):
+    """--order-file: TASK/NAME of each run, one a line, in the plan's order even under --longest-first (the device
+    script ranks equal checkpoints by it)."""
+    monkeypatch.setattr(campaign, "run_jobs", lambda j, **kw: [])
+    monkeypatch.setattr(campaign, "write_partials", lambda jobs, out: [])
+    order = tmp_path / "order.txt"
+    args = ["--plan", plan, "--order-file", str(order), "--longest-first", "--budget-s", "100", "--reserve-s", "0"]
+    assert campaign.main(args + (["--limit", str(limit)] if limit else [])) == 0
+    jobs = campaign.PLANS[plan]()[:limit]
+    assert order.read_text().splitlines() == [f"{j[0]}/{campaign.job_name(j)}" for j in jobs]
+    if plan == "device37":
+        assert order.read_text().splitlines()[:3] == ["mqar/bl__d_model-64__lr-0.003_s0", "mqar/gdn__lr-0.003_s0",
+                                                      "mqar/gdn__lr-0.01_s0"]
+
+
 def test_campaign_longest_first_and_partials(tmp_path):
     """--longest-first: heavy runs first, ties in priority order; a stopped run's checkpoint -> .partial.json."""
     pri = campaign.priority()
