@@ -11,7 +11,8 @@ its own defaults.
 
 It writes the forward's median time (CUDA events, after warm-up), each kernel's GPU time in one
 profiled forward (``torch.profiler``), the first output's checksum (so that two commits can be seen
-to compute the same thing) and which ``assocmem`` ran, as one JSON line (``--out`` appends to a
+to compute the same thing), the driver and clocks (nvidia-smi, :func:`gpu_state`) and which ``assocmem``
+ran, as one JSON line (``--out`` appends to a
 file).  On a CPU it refuses: the interpreter's times mean nothing here.
 
     PYTHONPATH=/tmp/old python3 benchmarks/chunk_ab.py --tag e1436b3 --out ab.jsonl
@@ -56,6 +57,22 @@ def inputs(torch, shape, device, seed: int = 2) -> dict:
              l2=torch.rand(B, T, H, generator=g) * 0.05, r2=torch.rand(B, T, H, generator=g) * 0.5 + 0.05,
              alpha=torch.sigmoid(torch.rand(B, T, H, D, generator=g) * 4 + 2))
     return {n: t.to(device) for n, t in x.items()}
+
+
+def gpu_state() -> dict:
+    """The machine beside the times: driver, clocks now and at most, power limit, temperature (nvidia-smi), so
+    that two machines' runs can be told apart; empty where nvidia-smi is missing."""
+    import subprocess
+
+    fields = "driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu"
+    try:
+        r = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader", "-i", "0"],
+                           capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if r.returncode != 0:
+        return {}
+    return dict(zip(fields.split(","), (v.strip() for v in r.stdout.strip().split(","))))
 
 
 def main(argv=None) -> int:
@@ -123,7 +140,7 @@ def main(argv=None) -> int:
            "fwd_ms_median": times[len(times) // 2], "fwd_ms_min": times[0], "reps": a.reps,
            "kernels": dict(sorted(kernels.items(), key=lambda kv: -kv[1]["ms"])),
            "checksum_o": float(o.double().sum()), "device": torch.cuda.get_device_name(0),
-           "torch": torch.__version__}
+           "torch": torch.__version__, "cuda": torch.version.cuda, "gpu": gpu_state()}
     line = json.dumps(row)
     print(line)
     if a.out:

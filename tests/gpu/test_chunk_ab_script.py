@@ -56,3 +56,16 @@ def test_on_a_cpu_it_refuses_in_one_line_and_writes_nothing(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.strip() == "chunk_ab: needs a CUDA GPU (the interpreter's times mean nothing)"
     assert not out.exists()
+
+
+def test_the_machine_state_is_read_from_nvidia_smi_or_left_empty(monkeypatch, tmp_path):
+    """Driver and clocks beside the times where nvidia-smi answers; nothing (not an error) where it is missing."""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\necho '570.10, 1980 MHz, 1980 MHz, 3201 MHz, 700.00 W, 41'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    state = ab.gpu_state()
+    assert state == {"driver_version": "570.10", "clocks.sm": "1980 MHz", "clocks.max.sm": "1980 MHz",
+                     "clocks.mem": "3201 MHz", "power.limit": "700.00 W", "temperature.gpu": "41"}
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert ab.gpu_state() == {}
