@@ -220,13 +220,14 @@ pack() {
     for f in "$OUT"/*; do [ -f "$f" ] && used=$(( used + $(stat -c %s "$f") )) && nfiles=$(( nfiles + 1 )); done
     local room=$(( max_total - used )) room_files=$(( max_files - nfiles ))
     [ $(( room_files * piece )) -lt "$room" ] && room=$(( room_files * piece ))
-    # the smallest checkpoints first (many short runs resume rather than one large one), equal sizes
-    # (one model at two rates or seeds) in the plan's priority order (the campaign's --order-file; 4
+    # the smallest checkpoints first (many short runs resume rather than one large one), sizes equal to
+    # the MiB (one model at two rates or seeds) in the plan's priority order (the campaign's --order-file; 4
     # December: of two 29 MB GDN checkpoints the one at chance came back, the learning one stayed); the
     # pieces are measured after compression, and the last kept checkpoint is dropped until they fit
     while read -r ck; do
       name=${ck#results/}; rank=$(grep -nxF "${name%.ckpt.pt}" /tmp/campaign_order.txt 2>/dev/null | head -1 | cut -d: -f1)
-      echo "$(stat -c %s "$ck") ${rank:-999999} $ck"
+      # to the nearest MiB: a longer curve is not a larger model
+      echo "$(( ($(stat -c %s "$ck") + 524288) / 1048576 )) ${rank:-999999} $ck"
     done < /tmp/ckpts.txt | sort -k1,1n -k2,2n | while read -r sz rank ck; do echo "$ck"; done > /tmp/ckpts_kept.txt
     while [ -s /tmp/ckpts_kept.txt ]; do
       rm -f ckpts.tgz.part-*

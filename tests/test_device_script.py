@@ -30,6 +30,11 @@ if [[ "$*" == *"assocmem.gpu.tasks.campaign"* ]]; then
   order=""; prev=""
   for a in "$@"; do [ "$prev" = "--order-file" ] && order="$a"; prev="$a"; done
   [ -n "$order" ] && [ -n "$STUB_ORDER" ] && for n in $STUB_ORDER; do echo "mqar/$n"; done > "$order"
+  # a few bytes more or less than the others (NAME:BYTES, BYTES < 0 cuts the file)
+  for g in $STUB_GROW; do
+    f="$out/mqar/${g%%:*}.ckpt.pt"; n=${g##*:}
+    if [ "$n" -gt 0 ]; then head -c "$n" /dev/urandom >> "$f"; else truncate -s "$n" "$f"; fi
+  done
   [ -n "$STUB_SLEEP" ] && sleep "$STUB_SLEEP"
   # what Triton would leave: the carried cache is there, new autotuning results and kernels are added
   echo "the run sees TRITON_CACHE_AUTOTUNING=$TRITON_CACHE_AUTOTUNING carried=$(cat "$TRITON_CACHE_DIR/k0/old.autotune.json" 2>/dev/null)" >> "$STUB_LOG"
@@ -308,9 +313,11 @@ def test_chunk_ab_times_each_carried_commit_then_this_one_before_the_campaign(tm
 
 
 def test_of_equal_checkpoints_the_plans_earlier_runs_come_back(tmp_path):
-    """Three 25 MB checkpoints of one size, two of which fit: the two the plan ranks first come back,
+    """Three 25 MB checkpoints within a few hundred bytes of one another (their curves differ in length), two of
+    which fit: the two the plan ranks first come back,
     whatever their names (4 December: of two GDN runs the one at chance came back, the learning one stayed)."""
-    env, out = _env(tmp_path, STUB_BIG_CKPTS="0 1 2", STUB_ORDER="bl_s0 big2_s0 gdn_s0 big0_s0 big1_s0")
+    env, out = _env(tmp_path, STUB_BIG_CKPTS="0 1 2", STUB_ORDER="bl_s0 big2_s0 gdn_s0 big0_s0 big1_s0",
+                    STUB_GROW="big1_s0:-300 big2_s0:700")
     r = _call(_checkout(tmp_path), env, timeout=240)
     assert _returned(out)
     _, ck = _packed(out)
