@@ -59,6 +59,15 @@ def inputs(torch, shape, device, seed: int = 2) -> dict:
     return {n: t.to(device) for n, t in x.items()}
 
 
+def emit(row: dict, out: str | None) -> None:
+    """One run's JSON line on stdout, and appended to ``out`` when given (runs at several commits, one file)."""
+    line = json.dumps(row)
+    print(line)
+    if out:
+        with open(out, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
 def gpu_state() -> dict:
     """The machine beside the times: driver, clocks now and at most, power limit, temperature (nvidia-smi), so
     that two machines' runs can be told apart; empty where nvidia-smi is missing."""
@@ -136,16 +145,15 @@ def main(argv=None) -> int:
         if t:
             kernels[ev.key[:80]] = {"ms": round(t / 1e3, 4), "calls": ev.count}
     o = o[0] if isinstance(o, tuple) else o
-    row = {"tag": a.tag, "shape": a.shape, "config": cfg, "assocmem_file": assocmem.__file__,
+    import datetime
+
+    row = {"tag": a.tag, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "shape": a.shape, "config": cfg, "assocmem_file": assocmem.__file__,
            "fwd_ms_median": times[len(times) // 2], "fwd_ms_min": times[0], "reps": a.reps,
            "kernels": dict(sorted(kernels.items(), key=lambda kv: -kv[1]["ms"])),
            "checksum_o": float(o.double().sum()), "device": torch.cuda.get_device_name(0),
            "torch": torch.__version__, "cuda": torch.version.cuda, "gpu": gpu_state()}
-    line = json.dumps(row)
-    print(line)
-    if a.out:
-        with open(a.out, "a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+    emit(row, a.out)
     return 0
 
 

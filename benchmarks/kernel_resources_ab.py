@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
-import json
 import os
 import sys
 
@@ -25,10 +24,16 @@ CONSTS = dict(H=4, G=1, D=128, BD=128, C=16, HAS_ALPHA=True, PREC="ieee", SELECT
 WARPS = 8
 
 
+def _sibling(name: str):
+    """``benchmarks/NAME.py`` of this checkout, loaded by path (the ``assocmem`` imported may be an older install)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _kr():
-    spec = importlib.util.spec_from_file_location("kernel_resources", os.path.join(HERE, "kernel_resources.py"))
-    kr = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(kr)
+    kr = _sibling("kernel_resources")
     plain = kr._signature
 
     def signature(fn, consts):              # the device-side choice's bound is a float (since 4 December)
@@ -70,11 +75,7 @@ def main(argv=None) -> int:
            "instructions": sum(ops.values()), "opcodes": dict(sorted(ops.items())),
            "opcode_sequence_sha1": hashlib.sha1("\n".join(
                " ".join(kr._opcode(ln)) for ln in lines if kr._opcode(ln)).encode()).hexdigest()}
-    line = json.dumps(row)
-    print(line)
-    if a.out:
-        with open(a.out, "a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+    _sibling("chunk_ab").emit(row, a.out)
     return 0
 
 

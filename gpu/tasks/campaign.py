@@ -707,8 +707,7 @@ def device36():
 
 
 def device37():
-    """The plan of the third session of 4 December's afternoon (issue 16, MQAR Base, Fig. 4a), three at a
-    time: BL at width 64 from its step-6,000 checkpoint (about 6 minutes alone), which completes BL's
+    """The plan of the session of 4 December's evening (issue 16, MQAR Base, Fig. 4a), three at a time: BL at width 64 from its step-6,000 checkpoint (about 6 minutes alone), which completes BL's
     width row; GDN at width 128 at the grid's two larger rates (3e-3, 1e-2; :func:`device36` ran 1e-3 to
     0.40, still learning), so that validation picks GDN's Base rate as it picked the others' before its
     number is read.  Then GDN at widths 64 and 256 at the default rate, which a call may leave out
