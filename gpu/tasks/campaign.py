@@ -720,6 +720,18 @@ def device37():
     return jobs
 
 
+def device38():
+    """The plan of the session of 5 December (issue 16, MQAR Base, Fig. 4a), two at a time: GDN at width 128
+    and lr 3e-3 (the rate pilot :func:`device37` started: 0.03-0.06 ahead of 1e-3 to step 5,000), then BL at
+    width 64 (completes BL's width row).  Both from step 0: the checkpoints of :func:`device37` stayed
+    outside git and did not survive.  GDN at 1e-2 (still at chance at step 5,000) waits: a third run slows
+    both (about 97 ms a step three at a time against about 38 alone) past what one session's device time
+    holds."""
+    jobs = grid("mqar", ["gdn"], [0], {"variant": "base", "lr": 3e-3})
+    jobs += grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3, "d_model": 64})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -739,7 +751,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34, "device35": device35, "device35b": device35b, "device36": device36, "device37": device37}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34, "device35": device35, "device35b": device35b, "device36": device36, "device37": device37, "device38": device38}
 
 
 def cost(job) -> float:
