@@ -726,7 +726,8 @@ def device38():
     width 64 (completes BL's width row).  Both from step 0: the checkpoints of :func:`device37` stayed
     outside git and did not survive.  GDN at 1e-2 (still at chance at step 5,000) waits: a third run slows
     both (about 97 ms a step three at a time against about 38 alone) past what one session's device time
-    holds."""
+    holds.  With ``--workers-per-device 1`` (what a short session's budget allows) GDN runs first and alone,
+    about 15 minutes with fla's start-up, and BL takes what is left."""
     jobs = grid("mqar", ["gdn"], [0], {"variant": "base", "lr": 3e-3})
     jobs += grid("mqar", ["bl"], [0], {"variant": "base", "lr": 3e-3, "d_model": 64})
     return jobs

@@ -328,7 +328,7 @@ def test_campaign_heavy_gpus_and_cli(monkeypatch, capsys):
     assert calls[0][1]["heavy"] is None
 
 
-@pytest.mark.parametrize("plan, limit", [("device37", 3), ("device37", None), ("paper", 4)])
+@pytest.mark.parametrize("plan, limit", [("device37", 3), ("device37", None), ("device38", None), ("paper", 4)])
 def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, plan, limit):
     """--order-file: TASK/NAME of each run, one a line, in the plan's order even under --longest-first (the device
     script ranks equal checkpoints by it)."""
@@ -342,6 +342,8 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
     if plan == "device37":
         assert order.read_text().splitlines()[:3] == ["mqar/bl__d_model-64__lr-0.003_s0", "mqar/gdn__lr-0.003_s0",
                                                       "mqar/gdn__lr-0.01_s0"]
+    if plan == "device38":     # GDN's rate pilot first: with one run at a time it is the one that finishes
+        assert order.read_text().splitlines() == ["mqar/gdn__lr-0.003_s0", "mqar/bl__d_model-64__lr-0.003_s0"]
 
 
 def test_campaign_longest_first_and_partials(tmp_path):
