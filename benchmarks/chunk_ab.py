@@ -17,6 +17,10 @@ file).  On a CPU it refuses: the interpreter's times mean nothing here.
 
     PYTHONPATH=/tmp/old python3 benchmarks/chunk_ab.py --tag e1436b3 --out ab.jsonl
     python3 benchmarks/chunk_ab.py --tag head --out ab.jsonl
+
+``--dump DIR`` also writes what Triton compiled for each kernel that ran (:func:`dump_kernels`: its
+specialisation key, registers, spills, shared memory, and its PTX and TTGIR), so that two commits'
+kernels can be compared as launched, not as compiled offline with an assumed signature.
 """
 from __future__ import annotations
 
@@ -84,6 +88,58 @@ def gpu_state() -> dict:
     return dict(zip(fields.split(","), (v.strip() for v in r.stdout.strip().split(","))))
 
 
+def _compiled(fn):
+    """``(key, compiled kernel)`` for every specialisation a ``JITFunction`` holds (Triton 3.x keeps them per
+    device in ``device_caches[device][0]``)."""
+    for entry in getattr(fn, "device_caches", {}).values():
+        cache = entry[0] if isinstance(entry, tuple) else entry
+        if isinstance(cache, dict):
+            yield from cache.items()
+
+
+def dump_kernels(directory, fns) -> list[dict]:
+    """Write each compiled specialisation of the named Triton functions ``fns`` (``{name: JITFunction}``) to
+    ``directory``: ``NAME.I.ptx`` and ``NAME.I.ttgir`` where Triton kept them, and one ``kernels.json`` with
+    each one's key, registers, spills, shared memory, warps and stages.  Returns the JSON's rows."""
+    import os
+
+    os.makedirs(directory, exist_ok=True)
+    rows = []
+    for name, fn in sorted(fns.items()):
+        for i, (key, ck) in enumerate(_compiled(fn)):
+            md = getattr(ck, "metadata", None)
+            row = {"kernel": name, "index": i, "key": str(key),
+                   "n_regs": getattr(ck, "n_regs", None), "n_spills": getattr(ck, "n_spills", None),
+                   "shared": getattr(md, "shared", None), "num_warps": getattr(md, "num_warps", None),
+                   "num_stages": getattr(md, "num_stages", None)}
+            for ext in ("ptx", "ttgir"):
+                text = (getattr(ck, "asm", None) or {}).get(ext)
+                if isinstance(text, bytes):
+                    text = text.decode(errors="replace")
+                if text:
+                    with open(os.path.join(directory, f"{name}.{i}.{ext}"), "w", encoding="utf-8") as fh:
+                        fh.write(text)
+                    row[ext] = f"{name}.{i}.{ext}"
+            rows.append(row)
+    with open(os.path.join(directory, "kernels.json"), "w", encoding="utf-8") as fh:
+        json.dump(rows, fh, indent=1)
+    return rows
+
+
+def _jit_functions() -> dict:
+    """Every Triton ``JITFunction`` alive in this process whose source is one of ``assocmem``'s, by name."""
+    import gc
+
+    from triton.runtime.jit import JITFunction
+
+    out = {}
+    for obj in gc.get_objects():
+        if isinstance(obj, JITFunction) and "assocmem" in (getattr(obj.fn, "__module__", "") or "") + \
+                (getattr(getattr(obj.fn, "__code__", None), "co_filename", "") or ""):
+            out[obj.fn.__name__] = obj
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--shape", default="S2", choices=sorted(SHAPES))
@@ -91,6 +147,7 @@ def main(argv=None) -> int:
     p.add_argument("--config", default=None, help="chunk_bl config overrides, k=v,k=v (default: none)")
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--out", default=None, help="append the JSON line to this file")
+    p.add_argument("--dump", default=None, help="write the compiled kernels (keys, registers, PTX) to this folder")
     a = p.parse_args(argv)
     if a.reps < 1:
         p.error(f"--reps must be at least 1 (got {a.reps})")
@@ -153,6 +210,9 @@ def main(argv=None) -> int:
            "kernels": dict(sorted(kernels.items(), key=lambda kv: -kv[1]["ms"])),
            "checksum_o": float(o.double().sum()), "device": torch.cuda.get_device_name(0),
            "torch": torch.__version__, "cuda": torch.version.cuda, "gpu": gpu_state()}
+    if a.dump:
+        row["compiled"] = [{k: v for k, v in r.items() if k not in ("ptx", "ttgir")}
+                           for r in dump_kernels(a.dump, _jit_functions())]
     emit(row, a.out)
     return 0
 

@@ -143,16 +143,19 @@ fi
 if [ -n "$chunk_ab" ]; then
   # before any training too; each older commit from its own install, this checkout's from the one above
   read -r ab_rounds ab_shape <<< "$chunk_ab"
+  # the first round also writes what Triton compiled for each kernel (keys, registers, PTX) under bench/kernels/
   for r in $(seq 1 "${ab_rounds:-2}"); do
+    dump() { [ "$r" = 1 ] && echo "--dump $OUT/bench/kernels/$1"; }
     for site in "$root"/.resume/site_*; do
       [ -d "$site" ] || continue
       (cd /tmp && PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" timeout 300 python3 "$root/benchmarks/chunk_ab.py" \
-         --shape "${ab_shape:-S2}" --tag "${site##*/site_}" --out "$OUT/bench/chunk_ab.jsonl") 2>&1 | tail -3
+         --shape "${ab_shape:-S2}" --tag "${site##*/site_}" $(dump "${site##*/site_}") \
+         --out "$OUT/bench/chunk_ab.jsonl") 2>&1 | tail -3
     done
     (cd /tmp && timeout 300 python3 "$root/benchmarks/chunk_ab.py" --shape "${ab_shape:-S2}" --tag "$ASSOCMEM_COMMIT" \
-       --out "$OUT/bench/chunk_ab.jsonl") 2>&1 | tail -3
+       $(dump head) --out "$OUT/bench/chunk_ab.jsonl") 2>&1 | tail -3
     (cd /tmp && timeout 300 python3 "$root/benchmarks/chunk_ab.py" --shape "${ab_shape:-S2}" --tag "$ASSOCMEM_COMMIT" \
-       --config segments=1 --out "$OUT/bench/chunk_ab.jsonl") 2>&1 | tail -3
+       --config segments=1 $(dump head-segments1) --out "$OUT/bench/chunk_ab.jsonl") 2>&1 | tail -3
   done | tee "$OUT/bench/chunk_ab.log"
 fi
 if [ -n "$probe" ]; then

@@ -302,6 +302,9 @@ def test_chunk_ab_times_each_carried_commit_then_this_one_before_the_campaign(tm
     tags = [x.split("--tag ")[1].split()[0] for x in ab]
     assert tags == ["e1436b3", "abc123", "abc123"] * 2
     assert ["--config segments=1" in x for x in ab] == [False, False, True] * 2
+    dumps = [x.split("--dump ")[1].split()[0] if "--dump " in x else None for x in ab]
+    assert [d and d.rsplit("/", 1)[1] for d in dumps] == ["e1436b3", "head", "head-segments1", None, None, None]
+    assert all(d.startswith(str(out / "bench" / "kernels")) for d in dumps[:3])
     sources = [x for x in log if x.startswith("chunk_ab from")]
     assert sources[0] == f"chunk_ab from {root / '.resume' / 'site_e1436b3'}"
     assert not sources[1].endswith("site_e1436b3")

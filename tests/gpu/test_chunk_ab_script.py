@@ -69,3 +69,25 @@ def test_the_machine_state_is_read_from_nvidia_smi_or_left_empty(monkeypatch, tm
                      "clocks.mem": "3201 MHz", "power.limit": "700.00 W", "temperature.gpu": "41"}
     monkeypatch.setenv("PATH", str(tmp_path / "none"))
     assert ab.gpu_state() == {}
+
+
+def test_dump_writes_each_specialisation_with_its_key_and_assembly(tmp_path):
+    """``--dump``: one row per compiled specialisation (key, registers, spills, shared memory) and its PTX and
+    TTGIR beside it, so that two commits' kernels can be compared as launched."""
+    import json
+    from types import SimpleNamespace
+
+    def compiled(regs, ptx):
+        return SimpleNamespace(n_regs=regs, n_spills=regs // 2, asm={"ptx": ptx, "ttgir": b"#ttg", "cubin": b"\0"},
+                               metadata=SimpleNamespace(shared=65536, num_warps=8, num_stages=1))
+
+    fns = {"cov": SimpleNamespace(device_caches={0: ({"k1": compiled(255, ".version 8.7"), "k2": compiled(128, "x")},
+                                                     None, None, None)}),
+           "helper": SimpleNamespace(device_caches={0: ({}, None, None, None)})}
+    rows = ab.dump_kernels(tmp_path / "d", fns)
+    assert [(r["kernel"], r["key"], r["n_regs"], r["n_spills"], r["shared"]) for r in rows] == \
+        [("cov", "k1", 255, 127, 65536), ("cov", "k2", 128, 64, 65536)]
+    assert (tmp_path / "d" / "cov.0.ptx").read_text() == ".version 8.7"
+    assert (tmp_path / "d" / "cov.1.ttgir").read_text() == "#ttg"
+    assert not list((tmp_path / "d").glob("*.cubin"))
+    assert json.loads((tmp_path / "d" / "kernels.json").read_text()) == rows
