@@ -24,27 +24,58 @@ import tempfile
 # Hopper (sm_90): 64 K 32-bit registers, 228 KB shared memory (227 usable by one block), at most 32
 # blocks and 64 warps per SM; registers are allocated per warp in units of 256
 SM = {"regs": 65536, "shared": 228 * 1024, "blocks": 32, "warps": 64, "reg_unit": 256}
+SM_COUNT = 132                 # the H100's and H200's SMs: the launch configuration depends on them
 SHAPES = {"S1": (8, 2048, 16, 64, 64), "S2": (32, 2048, 4, 128, 128), "S3": (4, 8192, 16, 64, 64)}
 
 
+FLOAT_ARGS = {"bound": "fp32"}    # scalar arguments passed as floats (the device-side choice's bound); the rest are ints
+
+
 def _signature(fn, consts: dict) -> dict:
+    """The argument types as a launch specialises them: constexprs, and arguments passed as None (the
+    covariance kernel's ``guard_ptr`` and ``bound`` without the device-side choice), are constants."""
     sig = {}
     for p in fn.params:
-        if p.is_constexpr:
+        if p.is_constexpr or (p.name in consts and consts[p.name] is None):
             sig[p.name] = "constexpr"
         else:
-            sig[p.name] = "*fp32" if p.name.endswith("_ptr") else "i32"
+            sig[p.name] = "*fp32" if p.name.endswith("_ptr") else FLOAT_ARGS.get(p.name, "i32")
     return sig
 
 
-def resources(fn, consts: dict, warps: int) -> dict:
-    """Compile ``fn`` with ``consts`` for sm_90a and read what one program uses."""
-    import triton
-    from triton.backends.compiler import GPUTarget
+def _source(fn, consts: dict):
+    """``fn`` as Triton compiles it at a launch: :func:`_signature`, and every pointer 16-byte aligned (what
+    PyTorch's allocator gives and Triton's launch specialises on, ``tt.divisibility = 16``; integers are
+    not specialised: the kernels name them ``do_not_specialize`` or pass sizes that vary).  Until
+    6 December this tool compiled ``guard_ptr`` as a pointer, ``bound`` as a float and no pointer as
+    aligned, so its kernels were not the launched ones (docs/gpu.md, "The S2 regression")."""
     from triton.compiler import ASTSource
 
-    src = ASTSource(fn=fn, signature=_signature(fn, consts), constexprs=consts)
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 1})
+    import inspect
+
+    consts = dict(consts)
+    for p in fn.params:                          # a constexpr left out takes its default, as at a launch
+        if p.is_constexpr and p.name not in consts and p.default is not inspect.Parameter.empty:
+            consts[p.name] = p.default
+    sig = _signature(fn, consts)
+    attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(fn.params) if sig[p.name] == "*fp32"}
+    return ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
+
+
+def _compile(fn, consts: dict, warps: int, maxnreg: int | None = None):
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    opts = {"num_warps": warps, "num_stages": 1, **({"maxnreg": maxnreg} if maxnreg else {})}
+    return triton.compile(_source(fn, consts), target=GPUTarget("cuda", 90, 32), options=opts)
+
+
+def resources(fn, consts: dict, warps: int, maxnreg: int | None = None) -> dict:
+    """Compile ``fn`` with ``consts`` for sm_90a as a launch would (``maxnreg``: the launch's register cap,
+    None for none) and read what one program uses."""
+    import triton
+
+    k = _compile(fn, consts, warps, maxnreg)
     bin_ = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     with tempfile.TemporaryDirectory() as d:
         ptx = os.path.join(d, "k.ptx")
@@ -71,7 +102,7 @@ def resources(fn, consts: dict, warps: int) -> dict:
 
     reg = num(r"Used (\d+) registers") or num(r"REG:(\d+)")
     spills = tool.startswith("ptxas")
-    out = {"warps": warps, "registers": reg,
+    out = {"warps": warps, "maxnreg": maxnreg, "registers": reg,
            "stack_bytes": num(r"(\d+) bytes stack frame") if spills else num(r"STACK:(\d+)"),
            "spill_store_bytes": num(r"(\d+) bytes spill stores") if spills else None,
            "spill_load_bytes": num(r"(\d+) bytes spill loads") if spills else None,
@@ -86,16 +117,13 @@ def resources(fn, consts: dict, warps: int) -> dict:
     return out
 
 
-def _sass(fn, consts: dict, warps: int) -> list[str]:
+def _sass(fn, consts: dict, warps: int, maxnreg: int | None = None) -> list[str]:
     """The SASS of ``fn`` compiled for sm_90a (ptxas on Triton's PTX; Triton's own cubin where that ptxas is
     older than the PTX), disassembled by the bundled nvdisasm with the source lines (``-gi``: a
     ``//## File "…", line N`` marker before the instructions of line ``N``), one line a list item."""
     import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
-    src = ASTSource(fn=fn, signature=_signature(fn, consts), constexprs=consts)
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": 1})
+    k = _compile(fn, consts, warps, maxnreg)
     bin_ = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     with tempfile.TemporaryDirectory() as d:
         ptx, cubin = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
@@ -202,22 +230,23 @@ def forward_kernels(shape) -> dict:
     """The chunked forward's covariance and mean kernels at ``shape`` with the default launch
     configuration (``chunk_bl`` at ``C = 16``, decays present, one noise group)."""
     from assocmem.gpu import _chunk_kernels as K
-    from assocmem.gpu.chunk import _block_d, _resolve
+    from assocmem.gpu.chunk import _block_d, _cov_maxnreg, _resolve
     from assocmem.gpu.config import ChunkConfig
 
     B, T, H, D, m = shape
     C = 16
     BD = _block_d(D)
-    cfg = _resolve(ChunkConfig(), D, m, 1, B * H, False)
+    cfg = _resolve(ChunkConfig(), D, m, 1, B * H, False, SM_COUNT)
     matmul = BD <= 64 and C <= 32                        # chunk._cov_kernel's rule, the decays safe
     kern = K.chunk_cov_fwd_mm_kernel if matmul else K.chunk_cov_fwd_kernel
     cov_warps = (4 if C <= 16 else 8) if matmul else (4 if BD <= 32 else 8)
-    cov = dict(H=H, G=1, D=D, BD=BD, C=C, HAS_ALPHA=True)
+    cov = dict(H=H, G=1, D=D, BD=BD, C=C, HAS_ALPHA=True, guard_ptr=None, bound=None)
     if matmul:
         cov.update(PREC="ieee", STATE_LEFT=cfg.state_dot == "left")
+    cap = _cov_maxnreg(K, kern, cov_warps).get("maxnreg")
     NVG = -(-m // cfg.BV)
     return {"covariance": {"kernel": kern.fn.__name__ if hasattr(kern, "fn") else kern.__name__,
-                           **resources(kern, cov, cov_warps)},
+                           **resources(kern, _consts(kern, cov), cov_warps, cap)},
             "mean": {"kernel": "chunk_mean_fwd_kernel", "BV": cfg.BV,
                      **mean_resources(cfg.BV, cfg.mean_warps, D, m, C, H=H, prec=cfg.mean_precision)},
             "programs": {"covariance": B * H, "mean": B * H * NVG}}
@@ -239,8 +268,10 @@ def mean_resources(BV: int, warps: int, D: int = 64, m: int = 64, C: int = 16, *
 
 
 def _consts(fn, values: dict) -> dict:
-    """The constexpr arguments ``fn`` declares, from ``values`` (its defaults where ``values`` has none)."""
-    return {p.name: values[p.name] for p in fn.params if p.is_constexpr and p.name in values}
+    """The constexpr arguments ``fn`` declares, and those passed as None, from ``values`` (its defaults where
+    ``values`` has none)."""
+    return {p.name: values[p.name] for p in fn.params
+            if p.name in values and (p.is_constexpr or values[p.name] is None)}
 
 
 def backward_kernels(shape, state_dot: str = "right") -> dict:

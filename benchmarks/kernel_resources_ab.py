@@ -9,7 +9,10 @@ checkout).  Run once per commit, an older one installed apart, and compare the l
     PYTHONPATH=/tmp/t36 python3 benchmarks/kernel_resources_ab.py --tag head --out ab.jsonl
 
 Identical code for the kernel (same opcode counts, same resources) puts a slowdown in its launch,
-its inputs or the machine, not in the kernel.
+its inputs or the machine, not in the kernel.  The kernel is compiled as a launch specialises it
+(``kernel_resources._source``: aligned pointers, the guard arguments None) with the register cap the
+commit's launch names (``--cap none``: without it).  Before 6 December it was not, and both commits
+read 255 registers; as launched, HEAD's read 128 until the cap (docs/gpu.md, "The S2 regression").
 """
 from __future__ import annotations
 
@@ -20,7 +23,8 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CONSTS = dict(H=4, G=1, D=128, BD=128, C=16, HAS_ALPHA=True, PREC="ieee", SELECT=0)   # S2's launch
+CONSTS = dict(H=4, G=1, D=128, BD=128, C=16, HAS_ALPHA=True, PREC="ieee", SELECT=0,   # S2's launch
+              guard_ptr=None, bound=None)
 WARPS = 8
 
 
@@ -33,21 +37,23 @@ def _sibling(name: str):
 
 
 def _kr():
-    kr = _sibling("kernel_resources")
-    plain = kr._signature
+    return _sibling("kernel_resources")
 
-    def signature(fn, consts):              # the device-side choice's bound is a float (since 4 December)
-        sig = plain(fn, consts)
-        if "bound" in sig:
-            sig["bound"] = "fp32"
-        return sig
-    kr._signature = signature
-    return kr
+
+def _cap(K, fn) -> int | None:
+    """The register cap this commit's launch names for the kernel (``chunk._cov_maxnreg``; None before it)."""
+    try:
+        from assocmem.gpu.chunk import _cov_maxnreg
+    except ImportError:
+        return None
+    return _cov_maxnreg(K, fn, WARPS).get("maxnreg")
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tag", required=True, help="a name for the commit compiled")
+    p.add_argument("--cap", choices=("launch", "none"), default="launch",
+                   help="the register cap: the one this commit's launch names (default), or none")
     p.add_argument("--out", default=None, help="append the JSON line to this file")
     a = p.parse_args(argv)
     import triton
@@ -57,8 +63,9 @@ def main(argv=None) -> int:
 
     kr = _kr()
     fn = K.chunk_cov_fwd_kernel
-    consts = {q.name: CONSTS[q.name] for q in fn.params if q.is_constexpr and q.name in CONSTS}
-    lines = kr._sass(fn, consts, WARPS)
+    consts = kr._consts(fn, CONSTS)
+    cap = _cap(K, fn) if a.cap == "launch" else None
+    lines = kr._sass(fn, consts, WARPS, cap)
     ops: dict = {}
     for ln in lines:
         op = kr._opcode(ln)
@@ -71,7 +78,7 @@ def main(argv=None) -> int:
     row = {"tag": a.tag, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "assocmem_file": assocmem.__file__, "triton": triton.__version__, "target": "sm_90a (offline)",
            "kernel": "chunk_cov_fwd_kernel", "consts": consts, "warps": WARPS,
-           "resources": kr.resources(fn, consts, WARPS), "per_chunk_step": step,
+           "maxnreg": cap, "resources": kr.resources(fn, consts, WARPS, cap), "per_chunk_step": step,
            "instructions": sum(ops.values()), "opcodes": dict(sorted(ops.items())),
            "opcode_sequence_sha1": hashlib.sha1("\n".join(
                " ".join(kr._opcode(ln)) for ln in lines if kr._opcode(ln)).encode()).hexdigest()}

@@ -183,6 +183,19 @@ def _cov_kernel(K, cfg: ChunkConfig, a, C: int, D: int):
     return (K.chunk_cov_fwd_mm_kernel if matmul else K.chunk_cov_fwd_kernel), _cov_warps(cfg, matmul, C, BD)
 
 
+# Register cap of the row covariance kernel at 8 warps (``D > 32``; S2).  Left alone, the device's ptxas
+# (Triton 3.6, CUDA 12.8) gives it 128 registers a thread (two programs an SM) and 2,984 bytes of spill
+# stores; with the cap named it keeps 255 and spills 1,628 (the kernel of e1436b3, which ptxas gave 255
+# unasked, its PTX differing only in where the token offset is computed).  On one H100 that kernel took
+# 8.37 ms at S2 (255 registers) against 11.7-13.2 (128): docs/gpu.md, "The S2 regression".
+ROW_KERNEL_MAXNREG = 255
+
+
+def _cov_maxnreg(K, kern, warps: int) -> dict:
+    """``{"maxnreg": …}`` for the row covariance kernel at 8 warps or more, else nothing."""
+    return {"maxnreg": ROW_KERNEL_MAXNREG} if kern is K.chunk_cov_fwd_kernel and warps >= 8 else {}
+
+
 def _cov_launches(K, cfg: ChunkConfig, a, C: int, D: int):
     """The covariance pass's launches, ``[(kernel, warps, select), …]`` in launch order.
 
@@ -280,7 +293,8 @@ class _ForwardPasses:
         launches = _cov_launches(K, cfg, a, C, D)
         self.covs = []                                          # (kernel, keywords) of each launch
         for kern, warps, select in launches:
-            kw = dict(H=H, G=G, D=D, BD=BD, C=C, HAS_ALPHA=a is not None, num_warps=warps, num_stages=1)
+            kw = dict(H=H, G=G, D=D, BD=BD, C=C, HAS_ALPHA=a is not None, num_warps=warps, num_stages=1,
+                      **_cov_maxnreg(K, kern, warps))
             if kern is K.chunk_cov_fwd_mm_kernel:
                 kw["STATE_LEFT"] = cfg.state_dot == "left"
             if select:

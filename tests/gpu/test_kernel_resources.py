@@ -142,3 +142,26 @@ def test_the_ab_compile_reports_the_s2_row_kernel_and_repeats_exactly(tmp_path):
     assert 16 <= a["resources"]["registers"] <= 255 and a["instructions"] > 1000
     assert a["per_chunk_step"]["inner_trips"] == 16 and a["per_chunk_step"]["instructions"] > 0
     assert a["opcode_sequence_sha1"] == b["opcode_sequence_sha1"] and a["opcodes"] == b["opcodes"]
+
+
+def test_the_offline_source_is_specialised_as_a_launch_is(monkeypatch):
+    """``_source``: the kernel as a launch specialises it.  Arguments passed as None (the covariance kernel's
+    ``guard_ptr`` and ``bound`` without the device-side choice) are constants, not a pointer and a float;
+    every pointer is 16-byte aligned; a constexpr left out takes its default (``SELECT = 0``, so the guard
+    branch is compiled out).  Before 6 December the tool compiled another kernel than the one launched."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    kr = _module()
+    from assocmem.gpu import _chunk_kernels as K
+
+    fn = K.chunk_cov_fwd_kernel
+    src = kr._source(fn, dict(H=4, G=1, D=128, BD=128, C=16, HAS_ALPHA=True, guard_ptr=None, bound=None))
+    names = [p.name for p in fn.params]
+    sig = src.signature
+    assert sig["guard_ptr"] == sig["bound"] == "constexpr" and sig["T"] == "i32" and sig["k_ptr"] == "*fp32"
+    consts = {names[i]: v for (i,), v in src.constants.items()}
+    assert consts["guard_ptr"] is None and consts["bound"] is None and consts["SELECT"] == 0
+    assert consts["PREC"] == "ieee" and consts["D"] == 128
+    aligned = {names[i] for (i,), a in src.attrs.items() if a == [["tt.divisibility", 16]]}
+    assert aligned == {n for n in names if n.endswith("_ptr") and n != "guard_ptr"}
+    with_guard = kr._source(fn, dict(H=4, G=1, D=128, BD=128, C=16, HAS_ALPHA=True, SELECT=2))
+    assert with_guard.signature["guard_ptr"] == "*fp32" and with_guard.signature["bound"] == "fp32"
