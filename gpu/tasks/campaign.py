@@ -733,6 +733,20 @@ def device38():
     return jobs
 
 
+def device39():
+    """The next plan for issue 16 (MQAR Base, Fig. 4a), one run at a time: GDN at widths 64 and 256 at its
+    picked Base rate (3e-3, :func:`device38`; at 1e-3 it had not finished learning), which completes GDN's
+    width row beside BL's (0.15 / 0.83 / 0.93 at 64 / 128 / 256); then GDN-conv and Mamba2 on Base at width
+    128 and the same rate (pilots: their Base rate is not picked yet).  GDN at width 128 took about
+    15 minutes on one H100 (54 ms a step), so width 64 fits one call of a warm machine and width 256
+    needs two (its checkpoint stays in the machine's stash between them)."""
+    jobs = grid("mqar", ["gdn"], [0], {"variant": "base", "lr": 3e-3, "d_model": 64})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "base", "lr": 3e-3, "d_model": 256})
+    jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "base", "lr": 3e-3})
+    jobs += grid("mqar", ["mamba2"], [0], {"variant": "base", "lr": 3e-3})
+    return jobs
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -752,7 +766,7 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34, "device35": device35, "device35b": device35b, "device36": device36, "device37": device37, "device38": device38}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34, "device35": device35, "device35b": device35b, "device36": device36, "device37": device37, "device38": device38, "device39": device39}
 
 
 def cost(job) -> float:

@@ -328,7 +328,8 @@ def test_campaign_heavy_gpus_and_cli(monkeypatch, capsys):
     assert calls[0][1]["heavy"] is None
 
 
-@pytest.mark.parametrize("plan, limit", [("device37", 3), ("device37", None), ("device38", None), ("paper", 4)])
+@pytest.mark.parametrize("plan, limit", [("device37", 3), ("device37", None), ("device38", None), ("device39", None),
+                                         ("paper", 4)])
 def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, plan, limit):
     """--order-file: TASK/NAME of each run, one a line, in the plan's order even under --longest-first (the device
     script ranks equal checkpoints by it)."""
@@ -344,6 +345,10 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
                                                       "mqar/gdn__lr-0.01_s0"]
     if plan == "device38":     # GDN's rate pilot first: with one run at a time it is the one that finishes
         assert order.read_text().splitlines() == ["mqar/gdn__lr-0.003_s0", "mqar/bl__d_model-64__lr-0.003_s0"]
+    if plan == "device39":     # GDN's width row first (64 fits one call), then the Base pilots of the other two
+        assert order.read_text().splitlines() == ["mqar/gdn__d_model-64__lr-0.003_s0",
+                                                  "mqar/gdn__d_model-256__lr-0.003_s0",
+                                                  "mqar/gdn-conv__lr-0.003_s0", "mqar/mamba2__lr-0.003_s0"]
 
 
 def test_campaign_longest_first_and_partials(tmp_path):
