@@ -16,6 +16,7 @@ SCRIPT = ROOT / "scripts" / "device_campaign.sh"
 
 STUB = r'''#!/bin/bash
 echo "python3 $*" >> "$STUB_LOG"
+[[ "$*" == *"import distributed"* && -n "$STUB_NO_DASK" ]] && exit 1
 if [[ "$*" == *"assocmem.gpu.tasks.campaign"* ]]; then
   out=""; prev=""
   for a in "$@"; do [ "$prev" = "--out" ] && out="$a"; prev="$a"; done
@@ -328,3 +329,21 @@ def test_of_equal_checkpoints_the_plans_earlier_runs_come_back(tmp_path):
     left = [line for line in r.stdout.splitlines() if line.startswith("checkpoint left behind")]
     assert len(left) == 1 and left[0].endswith("results/mqar/big1_s0.ckpt.pt")
     assert "results/mqar/gdn_s0.ckpt.pt" in ck                       # the small one still first
+
+
+def test_a_benchmark_only_call_needs_no_dask_and_a_campaign_call_says_what_is_missing(tmp_path):
+    """Without Dask's wheels (6 December: a fresh checkout carried fla's only) a ``--skip-campaign`` call still
+    runs its benchmarks; a campaign call stops at once (exit 3) naming what to carry, before any training."""
+    env, out = _env(tmp_path, STUB_NO_DASK="1")
+    root = _checkout(tmp_path)
+    r = subprocess.run(["bash", str(SCRIPT), "--skip-campaign", "--gpu-bench", "--shapes S1", "--no-scan-precision"],
+                       cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with tarfile.open(out / "results.tgz") as t:
+        assert "bench/gpu_bench.json" in t.getnames()
+    (tmp_path / "second").mkdir()
+    env2, _ = _env(tmp_path / "second", STUB_NO_DASK="1")
+    r = subprocess.run(["bash", str(SCRIPT), "--plan", "device5"], cwd=root, env=env2, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 3 and "dask: not importable; carry its wheels in .whl/" in r.stdout
+    assert "assocmem.gpu.tasks.campaign" not in (tmp_path / "second" / "log").read_text()
