@@ -192,8 +192,9 @@ ROW_KERNEL_MAXNREG = 255
 
 
 def _cov_maxnreg(K, kern, warps: int) -> dict:
-    """``{"maxnreg": …}`` for the row covariance kernel at 8 warps or more, else nothing."""
-    return {"maxnreg": ROW_KERNEL_MAXNREG} if kern is K.chunk_cov_fwd_kernel and warps >= 8 else {}
+    """``{"maxnreg": …}`` for the row covariance kernel at 8 warps, else nothing (at 16 warps a thread can
+    hold at most 128 registers anyway; at 4 and fewer nothing was measured)."""
+    return {"maxnreg": ROW_KERNEL_MAXNREG} if kern is K.chunk_cov_fwd_kernel and warps == 8 else {}
 
 
 def _cov_launches(K, cfg: ChunkConfig, a, C: int, D: int):

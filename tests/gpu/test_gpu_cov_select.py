@@ -205,6 +205,16 @@ def test_the_row_kernel_at_8_warps_is_launched_with_its_register_cap(interpret, 
         assert torch.equal(p.o, o)
 
 
+@pytest.mark.parametrize("kernel, warps, want", [("rows", 8, {"maxnreg": 255}), ("rows", 16, {}), ("rows", 4, {}),
+                                                 ("matmul", 8, {}), ("matmul", 4, {})])
+def test_the_cap_is_named_for_the_row_kernel_at_8_warps_only(kernel, warps, want):
+    """At 16 warps a thread holds at most 128 registers (65,536 a block), so 255 would be a cap ptxas cannot
+    keep; at 4 warps and for the quotient kernel the cap was not measured, so nothing is named."""
+    K = _fake()
+    assert ch._cov_maxnreg(K, getattr(K, "chunk_cov_fwd_kernel" if kernel == "rows" else "chunk_cov_fwd_mm_kernel"),
+                           warps) == want
+
+
 def test_config_and_cli_accept_device_and_refuse_bogus():
     import argparse
 
