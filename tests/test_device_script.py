@@ -347,3 +347,33 @@ def test_a_benchmark_only_call_needs_no_dask_and_a_campaign_call_says_what_is_mi
                        text=True, timeout=120)
     assert r.returncode == 3 and "dask: not importable; carry its wheels in .whl/" in r.stdout
     assert "assocmem.gpu.tasks.campaign" not in (tmp_path / "second" / "log").read_text()
+
+
+def test_fetch_wheels_downloads_every_pinned_wheel_for_the_device_into_whl(tmp_path):
+    """scripts/fetch_wheels.sh: one ``pip download`` of every wheel a device call carries (Dask's set and fla's),
+    built for the device's Python 3.12, into ``.whl/`` (ignored by git); the same pins as docs/tasks.md."""
+    import re
+
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "fetch_wheels.sh", root / "scripts")
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "python3").write_text('#!/bin/bash\necho "$*" >> "$STUB_LOG"\n'
+                                  'prev=""; for a in "$@"; do [ "$prev" = "-d" ] && touch "$a/x.whl"; prev="$a"; done\n')
+    (bin_ / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "STUB_LOG": str(tmp_path / "log")}
+    r = subprocess.run(["bash", str(root / "scripts" / "fetch_wheels.sh")], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "carry \".whl\"" in r.stdout and (root / ".whl").is_dir()
+    call, = (tmp_path / "log").read_text().splitlines()
+    assert call.startswith("-m pip download") and "--python-version 3.12" in call and "-d .whl" in call
+    pins = set(re.findall(r"([a-z-]+==[0-9.]+)", call))
+    for name in ("dask", "distributed", "tornado", "zict", "tblib", "locket", "partd", "cloudpickle",
+                 "flash-linear-attention", "fla-core", "einops"):
+        assert any(p.startswith(name + "==") for p in pins), name
+    docs = (ROOT / "docs" / "tasks.md").read_text()
+    for p in pins - {"einops==0.8.2"}:
+        assert p in docs, p
+    assert "/.whl/" in (ROOT / ".gitignore").read_text()
