@@ -45,8 +45,9 @@ def _signature(fn, consts: dict) -> dict:
 
 def _source(fn, consts: dict):
     """``fn`` as Triton compiles it at a launch: :func:`_signature`, and every pointer 16-byte aligned (what
-    PyTorch's allocator gives and Triton's launch specialises on, ``tt.divisibility = 16``; integers are
-    not specialised: the kernels name them ``do_not_specialize`` or pass sizes that vary).  Until
+    PyTorch's allocator gives and Triton's launch specialises on, ``tt.divisibility = 16``).  Integers are
+    not specialised: the sequential kernels name their sizes ``do_not_specialize``; a kernel that does
+    not (the epilogue, the decay check) may be specialised at a launch where this compile is not.  Until
     6 December this tool compiled ``guard_ptr`` as a pointer, ``bound`` as a float and no pointer as
     aligned, so its kernels were not the launched ones (docs/gpu.md, "The S2 regression")."""
     from triton.compiler import ASTSource
