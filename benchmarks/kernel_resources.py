@@ -15,6 +15,7 @@ Run it with the Triton the device runs (3.6 there) to read the device's numbers:
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import re
@@ -51,8 +52,6 @@ def _source(fn, consts: dict):
     6 December this tool compiled ``guard_ptr`` as a pointer, ``bound`` as a float and no pointer as
     aligned, so its kernels were not the launched ones (docs/gpu.md, "The S2 regression")."""
     from triton.compiler import ASTSource
-
-    import inspect
 
     consts = dict(consts)
     for p in fn.params:                          # a constexpr left out takes its default, as at a launch
@@ -231,7 +230,7 @@ def forward_kernels(shape) -> dict:
     """The chunked forward's covariance and mean kernels at ``shape`` with the default launch
     configuration (``chunk_bl`` at ``C = 16``, decays present, one noise group)."""
     from assocmem.gpu import _chunk_kernels as K
-    from assocmem.gpu.chunk import _block_d, _cov_maxnreg, _resolve
+    from assocmem.gpu.chunk import _block_d, _cov_maxnreg, _cov_warps, _resolve
     from assocmem.gpu.config import ChunkConfig
 
     B, T, H, D, m = shape
@@ -240,7 +239,7 @@ def forward_kernels(shape) -> dict:
     cfg = _resolve(ChunkConfig(), D, m, 1, B * H, False, SM_COUNT)
     matmul = BD <= 64 and C <= 32                        # chunk._cov_kernel's rule, the decays safe
     kern = K.chunk_cov_fwd_mm_kernel if matmul else K.chunk_cov_fwd_kernel
-    cov_warps = (4 if C <= 16 else 8) if matmul else (4 if BD <= 32 else 8)
+    cov_warps = _cov_warps(cfg, matmul, C, BD)
     cov = dict(H=H, G=1, D=D, BD=BD, C=C, HAS_ALPHA=True, guard_ptr=None, bound=None)
     if matmul:
         cov.update(PREC="ieee", STATE_LEFT=cfg.state_dot == "left")
