@@ -381,7 +381,7 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
     if isinstance(fla, dict):
         table_ops.update(fla)
     result = {"provenance": provenance(info), "ops": list(table_ops), "fla": fla if isinstance(fla, str) else "ok",
-              "ceilings": CEILINGS, "rates_note": RATES_NOTE,
+              "ceilings": ceilings_for(info["device"]), "rates_note": RATES_NOTE,
               "config": {"backward": backward, "chunk_sizes": list(chunk_sizes), "bwd_segments": list(bwd_segments),
                          "state_dots": list(state_dots),
                          "segment_tokens": list(segment_tokens) if "segments" in ops else [],
@@ -413,7 +413,7 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
                 if out:
                     _write(result, out)
         entry["ratios"] = ratios(entry["times"])
-        entry["rates"] = rates(entry["times"], shape)
+        entry["rates"] = rates(entry["times"], shape, result["ceilings"])
     if do_drift:
         result["drift"] = []
         for op in (o for o in table_ops.values() if o.family == "bl"):
@@ -433,11 +433,23 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
 
 # the H200 SXM's ceilings (NVIDIA's datasheet, dense): what the achieved rates are measured against
 CEILINGS = {"fp32_TFLOPs": 67.0, "bf16_tensor_TFLOPs": 989.0, "hbm_TBs": 4.8}
+# the cards the device machine lends (datasheets, SXM, dense): the same SM, so the same arithmetic
+# peaks; the H100's HBM3 is slower than the H200's HBM3e
+CARD_CEILINGS = {"H200": CEILINGS, "H100": {"fp32_TFLOPs": 67.0, "bf16_tensor_TFLOPs": 989.0, "hbm_TBs": 3.35}}
+
+
+def ceilings_for(device_name: str) -> dict:
+    """The ceilings of the card named ``device_name`` (``torch.cuda.get_device_name``), with ``card``
+    saying which datasheet they are; a card not in :data:`CARD_CEILINGS` gets the H200's, so named."""
+    for card, c in CARD_CEILINGS.items():
+        if card in (device_name or ""):
+            return {**c, "card": card}
+    return {**CEILINGS, "card": f"H200 (assumed: {device_name or 'unknown device'} has no entry)"}
 RATES_NOTE = ("nominal work per (token, head): BL 5Dm + 4D^2 + 5D + 1 flops (the token-by-token filter's count, "
               "claim bl.cost) and the fp32 bytes of q, k, alpha, v in and o out plus l2, r2 (4(3D + 2m) + 8); fla's "
               "delta rules 6Dm flops (S k, the rank-1 update, S q; +Dm for GDN's decay) and bf16 q, k, v in, o out "
               "(2(2D + 2m)) plus beta (and the gate); forward+backward counted as 3x the forward's flops and "
-              "bytes.  Rates are that work over the measured time, against CEILINGS (fp32 CUDA cores for BL, "
+              "bytes.  Rates are that work over the measured time, against the card's ceilings (fp32 CUDA cores for BL, "
               "bf16 tensor cores for fla)")
 
 
@@ -453,21 +465,22 @@ def nominal_work(name: str, shape) -> tuple[float, float] | None:
     return None
 
 
-def rates(times: dict, shape) -> dict:
-    """Achieved nominal TFLOP/s and TB/s of every timed op and mode, and their share of the ceilings."""
+def rates(times: dict, shape, ceilings: dict = CEILINGS) -> dict:
+    """Achieved nominal TFLOP/s and TB/s of every timed op and mode, and their share of ``ceilings``
+    (the card's: :func:`ceilings_for`)."""
     out = {}
     for name, t in times.items():
         work = nominal_work(name, shape)
         if work is None:
             continue
-        peak = CEILINGS["bf16_tensor_TFLOPs"] if name.startswith("fla_") else CEILINGS["fp32_TFLOPs"]
+        peak = ceilings["bf16_tensor_TFLOPs"] if name.startswith("fla_") else ceilings["fp32_TFLOPs"]
         for mode, k in (("fwd", 1.0), ("fwdbwd", 3.0)):
             ms = t.get(f"{mode}_ms")
             if not isinstance(ms, float) or ms <= 0:
                 continue
             tf, tb = k * work[0] / (ms * 1e-3) / 1e12, k * work[1] / (ms * 1e-3) / 1e12
             out.setdefault(name, {})[mode] = {"TFLOPs": tf, "pct_flop_peak": 100 * tf / peak,
-                                              "TBs": tb, "pct_hbm": 100 * tb / CEILINGS["hbm_TBs"]}
+                                              "TBs": tb, "pct_hbm": 100 * tb / ceilings["hbm_TBs"]}
     return out
 
 
@@ -490,11 +503,12 @@ def table(result) -> str:
     lines = ["| shape | " + " | ".join(f"{o} {mo[:-3]}" for o, mo in cols) + " |",
              "| --- |" + " --- |" * len(cols)]
     tail = []
+    card = result.get("ceilings", {}).get("card", "H200").split(" ")[0]
     for name, e in result["shapes"].items():
         lines.append(f"| {name} | " + " | ".join(f(e["times"].get(o, {}).get(mo)) for o, mo in cols) + " |")
         tail += [f"{name}: {k} = {v:.2f}" for k, v in e.get("ratios", {}).items()]
         tail += [f"{name}: {o} {mo}: {r['TFLOPs']:.2f} TFLOP/s ({r['pct_flop_peak']:.1f} % of peak), "
-                 f"{r['TBs']:.3f} TB/s ({r['pct_hbm']:.1f} % of HBM)"
+                 f"{r['TBs']:.3f} TB/s ({r['pct_hbm']:.1f} % of the {card}'s HBM)"
                  for o, per in e.get("rates", {}).items() for mo, r in per.items()]
         bad = [o for o, c in e["check"].items() if not check_ok(c)]
         if bad:

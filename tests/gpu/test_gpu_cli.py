@@ -206,6 +206,31 @@ def test_rates_are_the_nominal_work_over_the_time():
     assert abs(r["fla_chunk_delta"]["fwdbwd"]["TFLOPs"] - 3 * 600 * 6 * 8 * 4 / 0.5e-3 / 1e12) < 1e-15
 
 
+@pytest.mark.parametrize("device, card, hbm", [("NVIDIA H100 80GB HBM3", "H100", 3.35),
+                                               ("NVIDIA H200", "H200", 4.8)])
+def test_rates_are_against_the_card_that_ran(device, card, hbm):
+    """The share of HBM is taken against the card the bench ran on (an H100's 3.35 TB/s is not an H200's
+    4.8), and the printed table names that card."""
+    from assocmem.gpu import bench
+
+    c = bench.ceilings_for(device)
+    assert c["card"] == card and c["hbm_TBs"] == hbm
+    shape = (2, 100, 3, 8, 4)
+    r = bench.rates({"chunk_C16": {"fwd_ms": 1.0}}, shape, c)["chunk_C16"]["fwd"]
+    assert abs(r["pct_hbm"] - 100 * r["TBs"] / hbm) < 1e-12
+    result = {"ops": ["chunk_C16"], "ceilings": c,
+              "shapes": {"S0": {"times": {"chunk_C16": {"fwd_ms": 1.0}}, "check": {}, "ratios": {},
+                                "rates": {"chunk_C16": {"fwd": r}}}}}
+    assert f"% of the {card}'s HBM" in bench.table(result)
+
+
+def test_an_unknown_card_gets_the_h200_ceilings_and_says_so():
+    from assocmem.gpu import bench
+
+    c = bench.ceilings_for("NVIDIA A100-SXM4-80GB")
+    assert c["hbm_TBs"] == 4.8 and c["card"].startswith("H200 (assumed") and "A100" in c["card"]
+
+
 @pytest.mark.parametrize("segments, alpha", [(None, False), (1, True), (3, True)])
 def test_forward_passes_timed_alone_rewrite_the_forward_they_split(segments, alpha, monkeypatch):
     """The two kernels of chunk_bl's forward run alone (as the benchmark times them) after one forward, in
