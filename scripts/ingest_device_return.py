@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Take what one device call of ``scripts/device_campaign.sh`` returned into the checkout.
+
+    python3 scripts/ingest_device_return.py RETURNED --tag s51call1
+
+``RETURNED`` is the folder the call's ``$OUT`` files came back to (``files_at``; copy it somewhere
+first if the next call may reuse that folder).  From the repo root, this:
+
+- puts ``results.tgz`` and ``triton-cache.tgz`` in ``.resume/`` for the next call, and replaces the
+  checkpoint pieces there with the returned ones (or removes them when none came back: a stale piece
+  would be unpacked over a warm machine's newer checkpoint and rewind its run);
+- copies every result JSON that is new or changed into ``results/``: unfinished runs'
+  ``.partial.json`` always (they only move forward), a finished run's JSON only when the checkout has
+  none (a finished result that differs from the committed one is reported and left alone unless
+  ``--overwrite``: committed results are not written over silently);
+- removes a ``.partial.json`` once its run's finished JSON is in ``results/``;
+- copies the campaign log and each run's log into ``results/logs/`` as ``DATE-TAG-campaign.log`` and
+  ``DATE-TAG-TASK-RUN.log``, skipping a log whose text is already there under another call's name
+  (a warm machine returns the last call's logs again);
+- copies the benchmarks' files (``bench/``) to ``.resume/bench-TAG/`` and lists them: they go into
+  ``benchmarks/`` under names that say the card and the question, by hand.
+
+It prints one line per action and writes nothing outside ``results/`` and ``.resume/``.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import filecmp
+import shutil
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+SKIP_DIRS = {"figures", "logs", "bench"}      # copies of committed material, or not results
+
+
+def _unpack(tgz: Path, into: Path) -> Path:
+    with tarfile.open(tgz) as tf:
+        tf.extractall(into, filter="data")
+    return into
+
+
+def _log_name(rel: Path, date: str, tag: str) -> str:
+    return f"{date}-{tag}-" + "-".join(rel.with_suffix("").parts) + ".log"
+
+
+def ingest(returned: Path, tag: str, repo: Path, *, date: str | None = None, overwrite: bool = False,
+           out=print) -> dict:
+    """Do what the module docstring says; returns the lists of what was done, by kind."""
+    returned, repo = Path(returned), Path(repo)
+    if not tag or any(c in tag for c in "/ \\"):
+        raise ValueError(f"tag must be a short name without slashes or spaces (such as s51call1), not {tag!r}")
+    if not returned.is_dir():
+        raise ValueError(f"returned must be the folder a device call's files came back to: {returned} is not one")
+    if not (repo / "results").is_dir():
+        raise ValueError(f"repo must be the checkout's root (it has results/): {repo} has none")
+    date = date or _dt.date.today().isoformat()
+    tgz = returned / "results.tgz"
+    if not tgz.is_file():
+        raise ValueError(f"returned has no results.tgz: {returned} is not what device_campaign.sh returns")
+    done = {"resume": [], "new": [], "updated": [], "kept": [], "removed": [], "logs": [], "bench": []}
+    resume = repo / ".resume"
+    resume.mkdir(exist_ok=True)
+    for name in ("results.tgz", "triton-cache.tgz"):
+        if (returned / name).is_file():
+            shutil.copyfile(returned / name, resume / name)
+            done["resume"].append(name)
+    for old in list(resume.glob("ckpts.tgz.part-*")) + list(resume.glob("ckpts.tar.xz")):
+        old.unlink()
+    for piece in sorted(returned.glob("ckpts.tgz.part-*")):
+        shutil.copyfile(piece, resume / piece.name)
+        done["resume"].append(piece.name)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        x = _unpack(tgz, Path(tmp))
+        res = x / "results"
+        bench = [b for b in (x / "bench", res / "bench") if b.is_dir()]
+        if res.is_dir():
+            for f in sorted(res.rglob("*.json")):
+                rel = f.relative_to(res)
+                if rel.parts[0] in SKIP_DIRS or len(rel.parts) < 2:
+                    continue
+                dst = repo / "results" / rel
+                if dst.is_file() and filecmp.cmp(f, dst, shallow=False):
+                    continue
+                finished = not f.name.endswith(".partial.json")
+                if not finished and (dst.with_name(f.name[: -len(".partial.json")] + ".json").is_file()
+                                     or f.with_name(f.name[: -len(".partial.json")] + ".json").is_file()):
+                    continue                         # its run has finished: the partial curve is not needed
+                if dst.is_file() and finished and not overwrite:
+                    done["kept"].append(str(rel))
+                    out(f"kept: results/{rel} differs from the returned one (a rerun?); pass --overwrite to take it")
+                    continue
+                kind = "updated" if dst.is_file() else "new"
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f, dst)
+                done[kind].append(str(rel))
+                out(f"{kind}: results/{rel}")
+            logs = repo / "results" / "logs"
+            logs.mkdir(exist_ok=True)
+            existing = sorted(logs.glob("*.log"))
+            cands = [(res / "campaign.log", Path("campaign.log"))] if (res / "campaign.log").is_file() else []
+            cands += [(f, f.relative_to(res)) for f in sorted(res.rglob("*.log"))
+                      if f.relative_to(res).parts[0] not in SKIP_DIRS and len(f.relative_to(res).parts) > 1]
+            for f, rel in cands:
+                if any(filecmp.cmp(f, e, shallow=False) for e in existing):
+                    continue
+                dst = logs / _log_name(rel, date, tag)
+                shutil.copyfile(f, dst)
+                done["logs"].append(dst.name)
+                out(f"log: results/logs/{dst.name}")
+        for f in sorted((repo / "results").rglob("*.partial.json")):
+            if f.with_name(f.name[: -len(".partial.json")] + ".json").is_file():
+                f.unlink()
+                done["removed"].append(str(f.relative_to(repo / "results")))
+                out(f"removed: {f.relative_to(repo)} (its run finished)")
+        for b in bench:
+            dst = resume / f"bench-{tag}"
+            shutil.copytree(b, dst, dirs_exist_ok=True)
+            done["bench"] += sorted(str(p.relative_to(resume)) for p in dst.rglob("*") if p.is_file())
+        if done["bench"]:
+            out(f"bench: {len(done['bench'])} file(s) in .resume/bench-{tag}/ (name and commit them under benchmarks/)")
+    out(f"resume: {', '.join(done['resume'])} in .resume/ for the next call")
+    return done
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("returned", help="the folder a device call's files came back to")
+    ap.add_argument("--tag", required=True, help="the call's name in log file names, such as s51call1")
+    ap.add_argument("--date", default=None, help="the date in log file names (default: today)")
+    ap.add_argument("--repo", default=".", help="the checkout's root (default: here)")
+    ap.add_argument("--overwrite", action="store_true", help="take returned finished results over committed ones")
+    a = ap.parse_args(argv)
+    try:
+        ingest(Path(a.returned), a.tag, Path(a.repo), date=a.date, overwrite=a.overwrite)
+    except ValueError as exc:
+        flag = {"tag": "--tag", "returned": "RETURNED", "repo": "--repo"}.get(str(exc).split(" ")[0], "")
+        print(f"ingest_device_return: {flag + ': ' if flag else ''}{exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

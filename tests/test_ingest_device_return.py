@@ -1,0 +1,110 @@
+"""scripts/ingest_device_return.py: a device call's return taken into a checkout (a synthetic one)."""
+import importlib.util
+import io
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ingest_device_return.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("ingest_device_return", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _tgz(path: Path, files: dict):
+    with tarfile.open(path, "w:gz") as tf:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+
+
+@pytest.fixture
+def repo(tmp_path):
+    r = tmp_path / "repo"
+    (r / "results" / "mqar").mkdir(parents=True)
+    (r / "results" / "logs").mkdir()
+    (r / "results" / "mqar" / "done.json").write_text(json.dumps({"acc": 0.5}))
+    (r / "results" / "mqar" / "fin.partial.json").write_text(json.dumps({"step": 10}))
+    (r / "results" / "mqar" / "run.partial.json").write_text(json.dumps({"step": 100}))
+    (r / ".resume").mkdir()
+    (r / ".resume" / "ckpts.tgz.part-zz").write_text("stale")
+    return r
+
+
+def _returned(tmp_path, ckpt=True, log="run log text\n"):
+    ret = tmp_path / "ret"
+    ret.mkdir(exist_ok=True)
+    _tgz(ret / "results.tgz", {
+        "results/mqar/done.json": json.dumps({"acc": 0.9}),            # differs from the committed one
+        "results/mqar/fin.json": json.dumps({"acc": 0.8}),             # its run finished
+        "results/mqar/run.partial.json": json.dumps({"step": 200}),    # progress
+        "results/mqar/probes/p.json": json.dumps({"x": 1}),            # new, nested
+        "results/figures/ignored.json": "{}",
+        "results/campaign.log": "campaign text\n",
+        "results/mqar/run.log": log,
+        "results/bench/gpu_bench.json": "{}",
+    })
+    (ret / "triton-cache.tgz").write_bytes(b"cache")
+    if ckpt:
+        (ret / "ckpts.tgz.part-aa").write_bytes(b"piece")
+    return ret
+
+
+def test_a_return_lands_where_the_next_call_and_the_commit_need_it(tmp_path, repo):
+    lines = []
+    done = _module().ingest(_returned(tmp_path), "s9call1", repo, date="2026-12-06", out=lines.append)
+    res = repo / "results"
+    assert json.loads((res / "mqar" / "done.json").read_text()) == {"acc": 0.5}      # committed result kept
+    assert done["kept"] == ["mqar/done.json"] and any("--overwrite" in ln for ln in lines)
+    assert json.loads((res / "mqar" / "fin.json").read_text()) == {"acc": 0.8}
+    assert not (res / "mqar" / "fin.partial.json").exists()                          # finished: partial gone
+    assert json.loads((res / "mqar" / "run.partial.json").read_text()) == {"step": 200}
+    assert (res / "mqar" / "probes" / "p.json").is_file() and not (res / "figures").exists()
+    assert sorted(p.name for p in (res / "logs").iterdir()) == [
+        "2026-12-06-s9call1-campaign.log", "2026-12-06-s9call1-mqar-run.log"]
+    resume = sorted(p.name for p in (repo / ".resume").iterdir())
+    assert resume == ["bench-s9call1", "ckpts.tgz.part-aa", "results.tgz", "triton-cache.tgz"]   # stale piece gone
+    assert (repo / ".resume" / "bench-s9call1" / "gpu_bench.json").is_file()
+
+
+def test_no_pieces_back_removes_the_stale_ones_and_a_repeated_log_is_not_copied_twice(tmp_path, repo):
+    mod = _module()
+    mod.ingest(_returned(tmp_path), "s9call1", repo, date="2026-12-06", out=lambda s: None)
+    ret2 = tmp_path / "ret2"
+    ret2.mkdir()
+    _tgz(ret2 / "results.tgz", {"results/mqar/run.log": "run log text\n",
+                                "results/mqar/other.log": "another run\n"})
+    mod.ingest(ret2, "s9call2", repo, date="2026-12-06", out=lambda s: None)
+    logs = sorted(p.name for p in (repo / "results" / "logs").iterdir())
+    assert logs == ["2026-12-06-s9call1-campaign.log", "2026-12-06-s9call1-mqar-run.log",
+                    "2026-12-06-s9call2-mqar-other.log"]
+    assert not list((repo / ".resume").glob("ckpts.tgz.part-*"))
+
+
+def test_overwrite_takes_the_returned_result(tmp_path, repo):
+    _module().ingest(_returned(tmp_path), "s9call1", repo, overwrite=True, out=lambda s: None)
+    assert json.loads((repo / "results" / "mqar" / "done.json").read_text()) == {"acc": 0.9}
+
+
+@pytest.mark.parametrize("args, flag", [(["--tag", "a/b"], "--tag"), (["--tag", "s1"], "RETURNED")])
+def test_bad_input_is_one_line_naming_what_was_typed_and_writes_nothing(tmp_path, repo, args, flag):
+    shutil.rmtree(repo / ".resume")                 # a checkout without one: not even that may appear
+    ret = tmp_path / "ret"
+    ret.mkdir()                                      # no results.tgz in it
+    before = sorted(p for p in repo.rglob("*"))
+    p = subprocess.run([sys.executable, str(SCRIPT), str(ret), "--repo", str(repo), *args],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and p.stdout == ""
+    assert len(p.stderr.strip().splitlines()) == 1 and flag in p.stderr and "Traceback" not in p.stderr
+    assert sorted(p for p in repo.rglob("*")) == before
