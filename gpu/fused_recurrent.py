@@ -157,8 +157,14 @@ def _backward(K, q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, 
     # reuses it in stream order): dPd now, du after the next pass, z unless the decay gradient needs it
     dl2 = dPd.sum((-1, -2))
     del dPd
-    if not need_dg:
+    if need_dg:
+        # the decay gradient's −β u ⊙ dw terms, added into z now (β folded into dw in place), so that dw,
+        # read by no later pass, is freed before the next two allocate
+        for gi in range(G):
+            z[:, :, :, gi].addcmul_(u[:, :, :, gi], dw[:, :, :, gi].mul_(beta[:, :, :, gi, None]), value=-1.0)
+    else:
         del z
+    del dw
 
     x = _empty((B, T, H, G, D), f32, dev)
     K.cov_bwd_fwd_kernel[(B * H * G,)](
@@ -182,18 +188,21 @@ def _backward(K, q, k, a, l2, M0t, P0, u, beta, e, MTt, PT, do, dMTt, dPT, cfg, 
 
     if not (NV == 1 or atomic):
         dq, dk_mean = dq.sum(0), dk_mean.sum(0)
-    # the assembly in place where it can be, so that it holds at most one [B, T, H, D] temporary
-    # beyond its result: dk = dk_mean + Σ_g (x + ds u), and
-    # dg = revcumsum_t(q ⊙ dq − Σ_g β u ⊙ dw + k ⊙ dk_mean + Σ_g (z + k ⊙ x)) + the final-state terms
+    # the assembly in place, with no [B, T, H, D] temporary: dk = dk_mean + Σ_g (x + ds u), and
+    # dg = revcumsum_t(Σ_g (z − β u ⊙ dw) + q ⊙ dq + k ⊙ dk_mean + Σ_g k ⊙ x) + the final-state terms,
+    # its per-token sum built in z's own buffer (z already holds z − β u ⊙ dw, above).  With dw freed
+    # early, this holds at most eight [B, T, H, D] buffers, as the passes above do (it held eleven:
+    # docs/gpu.md, "Memory")
     kf = k.to(f32)
     dg = None
     if need_dg:
-        term = q.to(f32) * dq
-        term.addcmul_(kf, dk_mean)
-        for gi in range(G):
-            term.sub_(u[:, :, :, gi].mul(dw[:, :, :, gi]).mul_(beta[:, :, :, gi, None]))
-            term.add_(z[:, :, :, gi]).addcmul_(kf, x[:, :, :, gi])
+        term = z[:, :, :, 0]
+        for gi in range(1, G):
+            term.add_(z[:, :, :, gi])
         del z
+        term.addcmul_(q.to(f32), dq).addcmul_(kf, dk_mean)
+        for gi in range(G):
+            term.addcmul_(kf, x[:, :, :, gi])
     dk = dk_mean
     for gi in range(G):
         dk.add_(x[:, :, :, gi]).addcmul_(ds[:, :, :, gi, None], u[:, :, :, gi])
