@@ -826,6 +826,8 @@ def write_partials(jobs, out) -> list[Path]:
                "step": ck["step"], "wall_s": round(ck.get("wall_s", 0.0), 1), "curve": ck["curve"]}
         if ck.get("curriculum") is not None:
             rec["curriculum"] = ck["curriculum"]
+        if ck.get("protocol") is not None:       # the run's choices (checkpoints since 6 December carry them)
+            rec["protocol"] = ck["protocol"]
         p = d / f"{name}.partial.json"
         p.write_text(json.dumps(rec, indent=1), encoding="utf-8")
         paths.append(p)

@@ -1140,7 +1140,7 @@ def train(task: str, model: str, *, seed: int = 0, steps: Optional[int] = None, 
             extra = {"curriculum": sched.state_dict(), "curriculum_window": (float(win_sum), win_n)}
         torch.save({"model": net.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state(), "step": step,
                     "curve": curve, "wall_s": wall_before + time.perf_counter() - t0,
-                    "segments": segments + [segment(step0, step)], **extra}, tmp)
+                    "segments": segments + [segment(step0, step)], "protocol": pr, **extra}, tmp)
         os.replace(tmp, ckpt_path)
 
     for step in range(step0, steps):

@@ -366,7 +366,8 @@ def test_campaign_longest_first_and_partials(tmp_path):
     d.mkdir()
     torch.save({"model": {"w": torch.zeros(2)}, "opt": {}, "gen": torch.zeros(4, dtype=torch.uint8),
                 "step": 500, "wall_s": 12.3, "curve": [{"step": 25, "acc": 0.5, "length": 32}],
-                "curriculum": {"stage": 1}}, d / "curriculum-round2-nope_s0.ckpt.pt")
+                "curriculum": {"stage": 1}, "protocol": {"queries_write": False, "lr": 0.003}},
+               d / "curriculum-round2-nope_s0.ckpt.pt")
     torch.save({"step": 500, "curve": []}, d / "stress-linear-128_s0.ckpt.pt")
     (d / "stress-linear-128_s0.json").write_text("{}")
     jobs = [("swap_tracking", "curriculum-round2-nope", 0), ("swap_tracking", "stress-linear-128", 0),
@@ -375,6 +376,7 @@ def test_campaign_longest_first_and_partials(tmp_path):
     assert [p.name for p in paths] == ["curriculum-round2-nope_s0.partial.json"]
     rec = json.loads(paths[0].read_text())
     assert rec["step"] == 500 and rec["curriculum"] == {"stage": 1} and rec["curve"][0]["length"] == 32
+    assert rec["protocol"] == {"queries_write": False, "lr": 0.003}      # the run's choices come along
     assert "eval" not in rec and plots.load_results(tmp_path, "swap_tracking") == []
 
 
