@@ -29,40 +29,40 @@ SHAPES = {"S1": (8, 2048, 16, 64, 64), "S2": (32, 2048, 4, 128, 128), "S3": (4, 
           "S4": (256, 128, 4, 16, 16)}
 
 
-class PeakCounter:
-    """A ``TorchDispatchMode`` (built on first use) that counts the bytes of live storages created
-    inside it: ``current``, ``peak`` (bytes) and, with ``snapshot``, what was live at the peak."""
+def peak_counter(snapshot: bool = False):
+    """A ``TorchDispatchMode`` that counts the bytes of live storages created inside it: ``current``,
+    ``peak`` (bytes) and, with ``snapshot``, ``at_peak`` (``(bytes, shape)`` of what was live then)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
 
-    def __new__(cls, snapshot: bool = False):
-        import torch
-        from torch.utils._python_dispatch import TorchDispatchMode
-        from torch.utils._pytree import tree_flatten
+    class PeakCounter(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.live, self.current, self.peak, self.at_peak = {}, 0, 0, None
 
-        class _Mode(TorchDispatchMode):
-            def __init__(self):
-                super().__init__()
-                self.live, self.current, self.peak, self.at_peak = {}, 0, 0, None
+        def _drop(self, key):
+            self.current -= self.live.pop(key, (0, ()))[0]
 
-            def _drop(self, key):
-                self.current -= self.live.pop(key, (0, ()))[0]
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in tree_flatten(out)[0]:
+                if not isinstance(t, torch.Tensor):
+                    continue
+                s = t.untyped_storage()
+                key = s.data_ptr()
+                if s.nbytes() == 0 or key in self.live:
+                    continue
+                self.live[key] = (s.nbytes(), tuple(t.shape))
+                self.current += s.nbytes()
+                if self.current > self.peak:
+                    self.peak = self.current
+                    if snapshot:
+                        self.at_peak = sorted(self.live.values(), key=lambda e: -e[0])
+                weakref.finalize(s, self._drop, key)      # freed with the storage's last reference
+            return out
 
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                out = func(*args, **(kwargs or {}))
-                for t in tree_flatten(out)[0]:
-                    if isinstance(t, torch.Tensor):
-                        s = t.untyped_storage()
-                        key = s.data_ptr()
-                        if s.nbytes() > 0 and key not in self.live:
-                            self.live[key] = (s.nbytes(), tuple(t.shape))
-                            self.current += s.nbytes()
-                            if self.current > self.peak:
-                                self.peak = self.current
-                                if snapshot:
-                                    self.at_peak = sorted(self.live.values(), key=lambda e: -e[0])
-                            weakref.finalize(s, self._drop, key)
-                return out
-
-        return _Mode()
+    return PeakCounter()
 
 
 class _NoLaunch:
@@ -109,7 +109,7 @@ def peak_fwdbwd(shape, *, op: str = "chunk", bwd_segment_chunks=None, backward: 
     env = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1"           # the kernels' dispatch for CPU tensors (stubbed above)
     try:
-        mode = PeakCounter(snapshot)
+        mode = peak_counter(snapshot)
         with mode:
             if op == "chunk":
                 cfg = None if bwd_segment_chunks is None else ChunkConfig(bwd_segment_chunks=bwd_segment_chunks)

@@ -16,7 +16,7 @@ spec.loader.exec_module(ap)
 
 
 def test_the_counter_follows_frees():
-    with ap.PeakCounter() as c:
+    with ap.peak_counter() as c:
         a = torch.ones(1000)            # 4,000 bytes
         b = a * 2                       # 8,000 live
         del a
