@@ -351,7 +351,7 @@ def test_a_benchmark_only_call_needs_no_dask_and_a_campaign_call_says_what_is_mi
 
 def test_fetch_wheels_downloads_every_pinned_wheel_for_the_device_into_whl(tmp_path):
     """scripts/fetch_wheels.sh: one ``pip download`` of every wheel a device call carries (Dask's set and fla's),
-    built for the device's Python 3.12, into ``.whl/`` (ignored by git); the same pins as docs/tasks.md."""
+    built for the device's Python 3.12, into ``.whl/`` (ignored by git); the one list of pins, which docs/tasks.md names."""
     import re
 
     root = tmp_path / "checkout"
@@ -373,7 +373,5 @@ def test_fetch_wheels_downloads_every_pinned_wheel_for_the_device_into_whl(tmp_p
     for name in ("dask", "distributed", "tornado", "zict", "tblib", "locket", "partd", "cloudpickle",
                  "flash-linear-attention", "fla-core", "einops"):
         assert any(p.startswith(name + "==") for p in pins), name
-    docs = (ROOT / "docs" / "tasks.md").read_text()
-    for p in pins - {"einops==0.8.2"}:
-        assert p in docs, p
+    assert "scripts/fetch_wheels.sh" in (ROOT / "docs" / "tasks.md").read_text()   # the docs point here for the pins
     assert "/.whl/" in (ROOT / ".gitignore").read_text()
