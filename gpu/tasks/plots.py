@@ -622,7 +622,9 @@ def mqar_data(results_dir, protocol=None, seed=0) -> dict:
     default, or ``protocol``'s where given (an ablation, e.g. ``{"backbone": "mlp"}``) (the learning
     rate excepted: the paper picks it per model by validation accuracy, so each (model, width) keeps its
     run with the best mean validation accuracy — the test accuracy where a run has no validation rows —
-    and draws that run's test accuracy)."""
+    and draws that run's test accuracy).  A Base model whose chosen run at some width ended below 1/64
+    training accuracy on its own pool (it learned neither the pool nor the binding) also lists those
+    widths under ``"did_not_learn"``."""
     from .train import IMPLEMENTATION_OPTIONS, PROTOCOL, resolve_protocol
 
     probe = dict(protocol or {})
@@ -649,6 +651,9 @@ def mqar_data(results_dir, protocol=None, seed=0) -> dict:
         score = sum(x["acc"] for x in sel) / len(sel)
         if v == "base":
             key, pts = (v, r["model"], pr["d_model"]), [(pr["d_model"], rows[0]["acc"])]
+            tail = (r.get("curve") or [])[-8:]
+            if tail and sum(x["acc"] for x in tail) / len(tail) < 1 / 64:
+                pts = [(x, a, "did not learn") for x, a in pts]
         else:
             xk = "n_updates" if v == "update" else "n_pairs"
             key, pts = (v, r["model"], None), sorted((row[xk], row["acc"]) for row in rows)
@@ -656,9 +661,11 @@ def mqar_data(results_dir, protocol=None, seed=0) -> dict:
             best[key] = (score, pts)
     for (v, m, _), (_, pts) in best.items():
         d = out.setdefault(v, {}).setdefault(m, {"x": [], "acc": []})
-        for x, a in pts:
+        for x, a, *flag in pts:
             d["x"].append(x)
             d["acc"].append(a)
+            if flag:                    # a Base run that ended below 1/P on its own pool: a failed run
+                d.setdefault("did_not_learn", []).append(x)
     for v in out.values():
         for d in v.values():
             order = sorted(range(len(d["x"])), key=lambda i: d["x"][i])
@@ -703,7 +710,10 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
             for m in ("bl", "gdn", "gdn-conv", "mamba2"):
                 if m in d.get(v, {}):
                     c = d[v][m]
-                    ax.plot(c["x"], c["acc"], marker="o", ms=2.5, color=colors[m], label=MQAR_LABELS[m])
+                    # the line joins the runs that learned; a failed run is only its cross (below)
+                    keep = [i for i, x in enumerate(c["x"]) if x not in c.get("did_not_learn", [])]
+                    ax.plot([c["x"][i] for i in keep], [c["acc"][i] for i in keep], marker="o", ms=2.5,
+                            color=colors[m], label=MQAR_LABELS[m])
                 for s, other in others:
                     if m in other.get(v, {}):
                         c = other[v][m]
@@ -716,6 +726,17 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                                 label=f"{MQAR_LABELS[m]}, {what}")
             if v == "base":
                 ax.set_xscale("log", base=2)
+                # a run that stayed at chance on its own pool says nothing of the model (its rate failed)
+                for m, c in d.get(v, {}).items():
+                    xs = c.get("did_not_learn", [])
+                    if xs:
+                        ax.plot(xs, [c["acc"][c["x"].index(x)] for x in xs], marker="x", ms=6, mew=1.2, ls="none",
+                                color=colors[m], label=f"{MQAR_LABELS[m]}: did not learn (training accuracy "
+                                                        "< 1/P on its pool: the rate failed, not the model)")
+                ws = sorted({x for c in d.get(v, {}).values() for x in c["x"]})
+                if ws:
+                    ax.plot(ws, [1 / 64] * len(ws), ls="--", lw=0.8, color="0.55",
+                            label="one of the P values at random (1/P)")
             else:
                 from .names import MQAR_FIG4_READINGS         # published inputs, drawn hollow, never as ours
                 same = {}                                     # equal readings (GDN-conv, Mamba2: 0.60) side by side

@@ -775,3 +775,41 @@ def test_mqar_base_accuracy_by_width_leaves_other_protocols_and_seeds_out(tmp_pa
     assert r.computed["base_test_acc_by_width"] == {"bl": want}
     line = "bl " + ", ".join(f"width {w} {a:.2f}" for w, a in sorted(widths.items()))
     assert f"Base (length 512, 64 pairs; Fig. 4a, no published number): {line}" in r.detail, r.detail
+
+
+@pytest.mark.parametrize("order", ["worse_first", "better_first"])
+@pytest.mark.parametrize("width", [64, 128, 256])
+def test_mqar_base_width_keeps_the_rate_of_best_validation_and_flags_a_run_that_did_not_learn(
+        tmp_path, monkeypatch, order, width):
+    """Two rates at one Base width: the row reads the run of better validation accuracy whatever order the
+    files come in (the paper picks the rate so); a width whose chosen run ended below 1/64 on its own pool
+    is named as not having learned, with its rate and the rates run there."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+
+    def ev(test, val):
+        row = lambda a: [{"config": "T512_P64", "seq_len": 512, "n_pairs": 64, "n_updates": 0,  # noqa: E731
+                          "block_size": 1, "acc": a}]
+        return {"test": row(test), "val": row(val)}
+
+    runs = [(0.001, ev(0.40, 0.41), 0.48), (0.003, ev(0.83, 0.84), 0.97)]
+    if order == "better_first":
+        runs.reverse()
+    for lr, e, train in runs:
+        pr = {"variant": "base", "lr": lr, **({} if width == 128 else {"d_model": width})}
+        tag = ("" if width == 128 else f"d_model-{width}__") + f"lr-{lr:g}"
+        _write(tmp_path, "mqar", "gdn", 0, e, protocol=pr, tag=tag,
+               curve=[{"step": 25 * i, "loss": 1.0, "acc": train} for i in range(1, 10)])
+    # another model at the same width that stayed at chance on its pool (training accuracy < 1/64)
+    pr = {"variant": "base", "lr": 0.003, **({} if width == 128 else {"d_model": width})}
+    _write(tmp_path, "mqar", "bl", 0, ev(0.0001, 0.0001), protocol=pr,
+           tag=("" if width == 128 else f"d_model-{width}__") + "lr-0.003",
+           curve=[{"step": 25 * i, "loss": 8.0, "acc": 0.013} for i in range(1, 10)])
+    r = _claim("task.mqar").run()
+    assert r.computed["base_test_acc_by_width"] == {"bl": {str(width): 0.0001}, "gdn": {str(width): 0.83}}
+    assert r.computed["base_did_not_learn"] == [f"bl width {width}"]
+    assert (f"bl width {width} 0.00 (did not learn at lr 0.003: training accuracy 0.013 < 1/P 0.016; "
+            f"rates run at this width: 0.003)") in r.detail, r.detail
+    assert f"gdn width {width} 0.83;" in r.detail or r.detail.rstrip().endswith(f"gdn width {width} 0.83"), r.detail
+    assert f"gdn width {width} 0.83 (did not learn" not in r.detail

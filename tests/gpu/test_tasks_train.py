@@ -426,3 +426,29 @@ def test_mqar_probe_figure_draws_the_gpu_probes_curves_per_vocabulary(tmp_path):
     assert [ln.get_label() for ln in c.lines if not ln.get_label().startswith("_")] == [
         "Mamba2, zoology, lr 0.01, 1,000 steps, vocabulary 8,192 (test 0.00)"]
     assert len([ln for ln in a.lines if not ln.get_label().startswith("_")]) == 3
+
+
+@pytest.mark.parametrize("stuck_width", [64, 256])
+def test_mqar_base_panel_marks_a_run_that_did_not_learn_and_draws_one_in_p(tmp_path, stuck_width):
+    """Fig. 4a: a Base run whose training accuracy ended below 1/64 on its own pool is drawn with a cross
+    and a label saying it did not learn (a failed rate, not a reading of the model); the others are not;
+    the 1/P line (1/64) spans the widths."""
+    for w in (64, 128, 256):
+        train = 0.013 if w == stuck_width else 0.9
+        _fake(tmp_path, "mqar", "gdn", 0, {"test": [{"n_pairs": 64, "acc": 0.0001 if w == stuck_width else 0.8}]},
+              curve=[{"step": 25 * i, "acc": train} for i in range(1, 10)],
+              protocol={"variant": "base", "d_model": w, "lr": 3e-3}, tag=f"d_model-{w}__lr-0.003")
+    _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_pairs": 64, "acc": 0.83}]},
+          curve=[{"step": 25, "acc": 0.99}], protocol={"variant": "base", "lr": 3e-3}, tag="lr-0.003")
+    d = plots.mqar_data(tmp_path)
+    assert d["base"]["gdn"]["did_not_learn"] == [stuck_width] and "did_not_learn" not in d["base"]["bl"]
+    _, fig = _drawn(plots.plot_mqar, tmp_path, tmp_path / "fig")
+    ax = fig.axes[0]
+    marks = [ln for ln in ax.lines if "did not learn" in ln.get_label()]
+    assert len(marks) == 1 and marks[0].get_label().startswith("GDN: did not learn")
+    assert list(marks[0].get_xdata()) == [stuck_width] and list(marks[0].get_ydata()) == [0.0001]
+    assert marks[0].get_marker() == "x"
+    chance = [ln for ln in ax.lines if ln.get_label() == "one of the P values at random (1/P)"][0]
+    assert list(chance.get_xdata()) == [64, 128, 256] and list(chance.get_ydata()) == [pytest.approx(1 / 64)] * 3
+    line = [ln for ln in ax.lines if ln.get_label() == "GDN"][0]
+    assert list(line.get_xdata()) == [w for w in (64, 128, 256) if w != stuck_width]   # not joined to the cross
