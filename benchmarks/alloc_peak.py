@@ -87,8 +87,8 @@ def stub_kernels():
     return lambda: [setattr(mod, name, f) for mod, name, f in saved]
 
 
-def peak_fwdbwd(shape, *, op: str = "chunk", bwd_segment_chunks=None, backward: str = "auto",
-                alpha: bool = True, snapshot: bool = False) -> dict:
+def peak_fwdbwd(shape, *, op: str = "chunk", bwd_segment_chunks=None, bwd_start_every=None,
+                backward: str = "auto", alpha: bool = True, snapshot: bool = False) -> dict:
     """Peak bytes of one forward+backward of ``chunk_bl`` (``op="chunk"``) or ``fused_recurrent_bl``
     (``"fused"``) on ``shape = (B, T, H, D, m)``, the inputs allocated before it, fp32 and with decays
     like the benchmark's; kernels stubbed (:func:`stub_kernels`)."""
@@ -112,7 +112,7 @@ def peak_fwdbwd(shape, *, op: str = "chunk", bwd_segment_chunks=None, backward: 
         mode = peak_counter(snapshot)
         with mode:
             if op == "chunk":
-                cfg = None if bwd_segment_chunks is None else ChunkConfig(bwd_segment_chunks=bwd_segment_chunks)
+                cfg = ChunkConfig(bwd_segment_chunks=bwd_segment_chunks, bwd_start_every=bwd_start_every)
                 o, _ = chunk.chunk_bl(**leaves, validate=False, backward=backward, config=cfg)
             else:
                 o, _ = fused_recurrent.fused_recurrent_bl(**leaves, validate=False)
@@ -134,6 +134,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="S1,S2,S3")
     ap.add_argument("--bwd-segments", default="none", help="values of ChunkConfig.bwd_segment_chunks, 'none' for one")
+    ap.add_argument("--start-every", default="auto",
+                    help="values of ChunkConfig.bwd_start_every, 'auto' for its default (the integer nearest √S)")
     ap.add_argument("--out", default=None, help="JSON to write (not written over if it exists; pass a new name)")
     a = ap.parse_args(argv)
     shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
@@ -146,16 +148,25 @@ def main(argv=None) -> int:
     except ValueError:
         print(f"alloc_peak: --bwd-segments: {a.bwd_segments!r} is not a list of 'none' or integers", file=sys.stderr)
         return 2
+    try:
+        Ks = [None if s.strip() == "auto" else int(s) for s in a.start_every.split(",")]
+        if any(K is not None and K < 1 for K in Ks):
+            raise ValueError
+    except ValueError:
+        print(f"alloc_peak: --start-every: {a.start_every!r} is not a list of 'auto' or integers >= 1",
+              file=sys.stderr)
+        return 2
     if a.out and Path(a.out).exists():
         print(f"alloc_peak: --out: {a.out} exists; pass a new name", file=sys.stderr)
         return 2
     rows = []
     for name in shapes:
         for L in segs:
-            r = peak_fwdbwd(SHAPES[name], bwd_segment_chunks=L)
-            rows.append({"shape": name, "bwd_segment_chunks": L, **r})
-            print(f"{name} L={L}: {r['peak_MiB']:.0f} MiB ({r['peak_MiB'] / r['unit_MiB']:.2f} [B, T, H, D] buffers)",
-                  flush=True)
+            for K in (Ks if L is not None else [None]):     # one segment keeps no start state
+                r = peak_fwdbwd(SHAPES[name], bwd_segment_chunks=L, bwd_start_every=K)
+                rows.append({"shape": name, "bwd_segment_chunks": L, "bwd_start_every": K, **r})
+                print(f"{name} L={L} K={'auto' if K is None else K}: {r['peak_MiB']:.0f} MiB "
+                      f"({r['peak_MiB'] / r['unit_MiB']:.2f} [B, T, H, D] buffers)", flush=True)
     if a.out:
         from assocmem.provenance import provenance
         Path(a.out).write_text(json.dumps({"provenance": provenance({}), "rows": rows,

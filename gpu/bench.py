@@ -100,7 +100,8 @@ def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=N
                 name = f"chunk_C{C}" + ("" if L is None else f"_L{L}") + ("_SL" if sd == "left" else "")
                 ops[name] = Op(name, "bl", lambda x, C=C, cfg=cfg: chunk_bl(
                     **x, chunk_size=C, validate=False, backward=backward, config=cfg)[0],
-                    (C, cfg.bwd_segment_chunks if cfg is not None else None), passes=(C, cfg))
+                    (C, cfg.bwd_segment_chunks if cfg is not None else None,
+                     cfg.bwd_start_every if cfg is not None else None), passes=(C, cfg))
     if segment_tokens:
         from .segments import chunk_bl_segments
 

@@ -375,21 +375,33 @@ def _bwd_segments(L, NT: int) -> list[tuple[int, int]]:
     return [(n0, min(n0 + L, NT)) for n0 in range(0, NT, L)]
 
 
-def backward_buffer_bytes(B, T, H, D, m, G=1, C=16, L=None) -> dict[str, int]:
-    """Bytes of the chunked backward's fp32 buffers that ``bwd_segment_chunks = L`` changes, from the
-    shapes :func:`_chunk_backward` allocates: ``states`` (``Ps, Hs, Ms, Gs``), ``accumulators`` (the
-    passes' five per-token and five per-chunk ones, ``dβ`` whole), ``segment_states`` (the states at
-    the segments' starts and the adjoints carried between them)."""
+def _start_every(K, S: int) -> int:
+    """Every how many segments the chunked backward keeps a segment's start state
+    (``config.bwd_start_every``): ``K`` as given, or for ``None`` the integer nearest √S (the fewest
+    buffers, ``⌊(S−1)/K⌋`` kept and ``K − 1`` slots), 1 for one segment."""
+    if K is not None:
+        return K
+    return max(1, round(math.sqrt(S)))
+
+
+def backward_buffer_bytes(B, T, H, D, m, G=1, C=16, L=None, K=None) -> dict[str, int]:
+    """Bytes of the chunked backward's fp32 buffers that ``bwd_segment_chunks = L`` (and
+    ``bwd_start_every = K``) changes, from the shapes :func:`_chunk_backward` allocates: ``states``
+    (``Ps, Hs, Ms, Gs``), ``accumulators`` (the passes' five per-token and five per-chunk ones, ``dβ``
+    whole), ``segment_states`` (the states at the segments' starts, kept and in slots, and the adjoints
+    carried between segments)."""
     NT = -(-T // C)
     segs = _bwd_segments(L, NT)
     S = len(segs)
+    K = _start_every(K, S)
+    starts = (S - 1) // K + min(K - 1, S - 1)     # kept start states (segments K, 2K, … ≤ S−1) and slots
     NB = max(n1 - n0 for n0, n1 in segs)
     NA, TA = (NB, NB * C) if S > 1 else (NT, T)
     pd, md = B * H * G * D * D, B * H * D * m
     return {"states": 4 * NB * (2 * pd + 2 * md),
             "accumulators": 4 * (5 * B * TA * H * D + B * H * G * NA * C * (2 * C + D) + 2 * B * H * NA * D
                                  + B * T * H * G),
-            "segment_states": 4 * ((S - 1) * (pd + md) + min(2, S - 1) * (pd + md))}
+            "segment_states": 4 * (starts * (pd + md) + min(2, S - 1) * (pd + md))}
 
 
 def _views(shapes, dev, align=32):
@@ -460,18 +472,36 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     segs = _bwd_segments(cfg.bwd_segment_chunks, NT)
     S = len(segs)
     NB = max(n1 - n0 for n0, n1 in segs)       # chunks held by the four per-chunk state buffers
-    # 1. chunk-start states (with segments: each segment's start state, the last segment's chunk states)
+    # 1. chunk-start states (with segments: the segments' start states, the last segment's chunk states).
+    # Two levels (bwd_start_every = K): the start states of segments 0, K, 2K, … are kept for the whole
+    # backward; those of the segments between (a group's inner ones) live in K − 1 slots that every
+    # group shares, refilled from the group's kept state when the reverse pass reaches the group.
+    K = _start_every(cfg.bwd_start_every, S)
     Ps = _empty((B, H, G, NB, D, D), f32, dev)
     Ms = _empty((B, H, NB, D, m), f32, dev)
-    Pb, Mb = [P0], [M0]                         # states at the start of segment s
-    for s, (n0, n1) in enumerate(segs):
-        end = s < S - 1
-        Pb.append(_empty((B, H, G, D, D), f32, dev) if end else dummy)
-        Mb.append(_empty((B, H, D, m), f32, dev) if end else dummy)
-        KB.chunk_bwd_pstate_kernel[(B * H * G,)](k, ap, l2, u, beta, Pb[s], Ps, Pb[s + 1], T, NT, n0, n1,
-                                                 STORE_END=end, **kw)
-        KB.chunk_bwd_mstate_kernel[(B * H * G * NVG,)](ap, u, beta, e, Mb[s], Ms, Mb[s + 1], T, NT, n0, n1,
-                                                       STORE_END=end, **vkw)
+    kept, slots = {0: (P0, M0)}, {}
+
+    def start(j, alloc=False):
+        """The (P, M) buffers that hold segment j's start state (j ≥ 1: kept or its group's slot)."""
+        table, key = (kept, j) if j % K == 0 else (slots, j % K)
+        if alloc and key not in table:
+            table[key] = (_empty((B, H, G, D, D), f32, dev), _empty((B, H, D, m), f32, dev))
+        return table[key]
+
+    def scan(j, store_end):
+        """Segment j's state scans from its start state: its chunk states into Ps, Ms and, with
+        ``store_end``, the next segment's start state."""
+        (p0, m0), (p1, m1) = start(j), (start(j + 1, alloc=True) if store_end else (dummy, dummy))
+        n0, n1 = segs[j]
+        KB.chunk_bwd_pstate_kernel[(B * H * G,)](k, ap, l2, u, beta, p0, Ps, p1, T, NT, n0, n1,
+                                                 STORE_END=store_end, **kw)
+        KB.chunk_bwd_mstate_kernel[(B * H * G * NVG,)](ap, u, beta, e, m0, Ms, m1, T, NT, n0, n1,
+                                                       STORE_END=store_end, **vkw)
+
+    for j in range(S):
+        scan(j, j < S - 1)
+    # the slots now hold the inner start states of the last group
+    filled = set(range(S - 1 - (S - 1) % K + 1, S)) if K > 1 else set()
     # the adjoints that value blocks (and groups) share are added atomically.  With segments the
     # accumulators that only a chunk's own programs touch (every one but dβ) hold one segment's chunks
     # (NA = NB chunks, TA = NB·C token rows from the segment's first chunk, A0), the epilogue runs per
@@ -510,8 +540,12 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
         ns = n1 - n0
         a0 = n0 if local else 0
         if s < S - 1:                           # the last segment's states are still in Ps, Ms
-            KB.chunk_bwd_pstate_kernel[(B * H * G,)](k, ap, l2, u, beta, Pb[s], Ps, dummy, T, NT, n0, n1, **kw)
-            KB.chunk_bwd_mstate_kernel[(B * H * G * NVG,)](ap, u, beta, e, Mb[s], Ms, dummy, T, NT, n0, n1, **vkw)
+            if s % K and s not in filled:       # the first segment reached of its group: refill the slots
+                c = s - s % K
+                for j in range(c, s):
+                    scan(j, True)
+                filled = set(range(c + 1, s + 1))
+            scan(s, False)
             acc_flat.zero_()                    # the later segment's epilogue has read them
         if s == 0:
             gout, hout = dM0, dP0

@@ -104,8 +104,11 @@ class ChunkConfig:
     recomputing each segment's chunk-start states from stored segment-start states, so that its
     four per-chunk state buffers (two ``[B, H, G, L, D, D]``, two ``[B, H, L, D, m]``, fp32) hold
     ``L`` chunks instead of all of them (the same gradients, for one more pass of the state scans;
-    :func:`.chunk._chunk_backward`); ``bwd_reduce`` of the token-by-token backward when that one
-    runs (see :class:`FusedConfig`).
+    :func:`.chunk._chunk_backward`); ``bwd_start_every``: with ``S`` segments, keep the start states of
+    every ``K``-th segment only and refill the ``K − 1`` between them from the kept one when the reverse
+    pass reaches their group (one more pass of the state scans again): ``⌊(S−1)/K⌋ + K − 1`` start
+    states held instead of ``S − 1``; None (default) takes the integer nearest √S, 1 keeps every one;
+    ``bwd_reduce`` of the token-by-token backward when that one runs (see :class:`FusedConfig`).
     """
 
     cov_kernel: str = "auto"
@@ -121,6 +124,7 @@ class ChunkConfig:
     bwd_precision: str | None = None
     bwd_reduce: str = "atomic"
     bwd_segment_chunks: int | None = None
+    bwd_start_every: int | None = None
 
     def __post_init__(self):
         check_choice("cov_kernel", self.cov_kernel, COV_KERNELS)
@@ -143,3 +147,6 @@ class ChunkConfig:
         L = self.bwd_segment_chunks
         if L is not None and (isinstance(L, bool) or not isinstance(L, int) or L < 1):
             raise ValueError(f"config.bwd_segment_chunks must be None or an integer >= 1 (got {L!r})")
+        K = self.bwd_start_every
+        if K is not None and (isinstance(K, bool) or not isinstance(K, int) or K < 1):
+            raise ValueError(f"config.bwd_start_every must be None or an integer >= 1 (got {K!r})")

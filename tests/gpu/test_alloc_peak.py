@@ -55,3 +55,28 @@ def test_an_existing_output_is_not_written_over(tmp_path):
     p = subprocess.run([sys.executable, str(SCRIPT), "--shapes", "S4", "--out", str(out)], capture_output=True,
                        text=True)
     assert p.returncode == 2 and "--out" in p.stderr and out.read_text() == "{}"
+
+
+@pytest.mark.parametrize("bad", ["0", "x", "2,-1"])
+def test_bad_start_every_is_one_line_and_writes_nothing(tmp_path, bad):
+    out = tmp_path / "x.json"
+    p = subprocess.run([sys.executable, str(SCRIPT), "--shapes", "S4", "--start-every", bad, "--out", str(out)],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "--start-every" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("L", [1, 2])
+def test_keeping_every_kth_start_state_lowers_the_peak_by_the_states_not_held(L):
+    """The chunked backward in segments (D = 16, C = 16, 256 tokens: NT = 16 chunks, S = 16 / L segments):
+    keeping the start state of every K-th segment only (K = 4) holds ⌊(S−1)/4⌋ + 3 start states instead of
+    S − 1, each a D×D and a D×m fp32 matrix per (batch, head); the count's peak falls by at least half of
+    that difference (the peak may sit where fewer are live), and never rises."""
+    B, T, H, D = 2, 256, 2, 16
+    S = 16 // L
+    every = ap.peak_fwdbwd((B, T, H, D, D), bwd_segment_chunks=L, bwd_start_every=1)["peak_MiB"]
+    fourth = ap.peak_fwdbwd((B, T, H, D, D), bwd_segment_chunks=L, bwd_start_every=4)["peak_MiB"]
+    state = 2 * B * H * D * D * 4 / 2**20
+    fewer = (S - 1) - ((S - 1) // 4 + 3)
+    assert fewer > 0
+    assert every - fourth >= 0.5 * fewer * state, (every, fourth, fewer * state)

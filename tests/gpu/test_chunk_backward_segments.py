@@ -66,7 +66,23 @@ def test_segmented_backward_equals_one_segment_and_float64(interpret, monkeypatc
         assert relerr(ref[n], got[n]) < FP32, n
 
 
-def _state_shapes(monkeypatch, x, w, C, L):
+@pytest.mark.parametrize("K", [1, 2, 3, 4, 5, None])
+def test_start_states_kept_every_K_segments_give_the_same_gradients(interpret, monkeypatch, relerr, K):
+    """``bwd_start_every = K`` (the start states of every K-th segment kept, the others refilled per group
+    in the reverse pass) with ``L = 1`` over ``NT = 5`` chunks (five segments: groups of K, a last group
+    shorter or whole) gives the one-segment gradients to ``SAME``."""
+    x, w, ref, base = _case("mid")
+    (B, T, H, D, m, G, C, decay, init, BV), _ = CASES["mid"]
+    calls = _calls(monkeypatch)
+    got = _autograd(chunk_bl, x, w, chunk_size=C, backward="chunked",
+                    config=ChunkConfig(bwd_BV=BV, bwd_segment_chunks=1, bwd_start_every=K))
+    assert calls == [1]
+    for n in ref:
+        assert not torch.isnan(got[n]).any(), n
+        assert relerr(base[n], got[n]) <= SAME, (n, float((base[n] - got[n]).abs().max()))
+
+
+def _state_shapes(monkeypatch, x, w, C, L, K=None):
     """The shapes that the backward allocates through ``chunk._empty`` (the forward's not recorded)."""
     import assocmem.gpu.chunk as ch
 
@@ -95,7 +111,7 @@ def _state_shapes(monkeypatch, x, w, C, L):
     leaves = {n: x[n].clone().requires_grad_(True) for n in ("q", "k", "v", "l2", "r2", "alpha")}
     st0 = tuple(t.clone().requires_grad_(True) for t in x["initial_state"])
     o, (M, P) = chunk_bl(**leaves, initial_state=st0, output_final_state=True, chunk_size=C, backward="chunked",
-                         config=ChunkConfig(bwd_segment_chunks=L))
+                         config=ChunkConfig(bwd_segment_chunks=L, bwd_start_every=K))
     on[0] = True
     ((o * w).sum() + (M * M).sum() + (P ** 2).sum()).backward()
     return shapes, {n: t.grad for n, t in leaves.items()}
@@ -132,6 +148,27 @@ def test_segmented_backward_state_buffers_hold_L_chunks(interpret, monkeypatch, 
     assert all(not torch.isnan(g).any() for g in grads.values())
 
 
+@pytest.mark.parametrize("K,held", [(1, 4), (2, 2 + 1), (3, 1 + 2), (4, 1 + 3), (5, 0 + 4), (None, 2 + 1)])
+def test_start_states_held_are_the_kept_ones_and_the_slots(interpret, monkeypatch, make_inputs, K, held):
+    """Five segments (``L = 1``, ``NT = 5``): the backward holds the start states of segments K, 2K, … ≤ 4
+    and ``K − 1`` slots for the others (``None``: K = 2, the integer nearest √5), each a ``[B, H, G, D, D]``
+    and a ``[B, H, D, m]``, beside the two buffers of each carried adjoint and dP0, dM0; K = 1 holds all
+    four as before."""
+    B, T, H, D, m, G, C = 1, 75, 1, 8, 12, 2, 16
+    x = make_inputs(B, T, H, D, m, G, alpha=True, init=True, seed=5)
+    w = torch.randn(B, T, H, m, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    shapes, grads = _state_shapes(monkeypatch, x, w, C, 1, K)
+    assert shapes.count((B, H, G, D, D)) == held + 2 + 1, shapes
+    assert shapes.count((B, H, D, m)) == held + 2 + 1, shapes
+    assert all(not torch.isnan(g).any() for g in grads.values())
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2"])
+def test_bad_bwd_start_every(bad):
+    with pytest.raises(ValueError, match=r"config\.bwd_start_every"):
+        ChunkConfig(bwd_start_every=bad)
+
+
 def test_backward_buffer_bytes_are_the_shapes_allocated(interpret, monkeypatch, make_inputs):
     """``chunk.backward_buffer_bytes`` (the model that the bench reports beside its measured peak and
     the CUDA test checks the peak against) counts the state, accumulator and segment-start buffers
@@ -147,8 +184,8 @@ def test_backward_buffer_bytes_are_the_shapes_allocated(interpret, monkeypatch, 
     w = torch.randn(B, T, H, m, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
     # L = 8 >= NT is one segment: the model says so without running it again (the run is None's)
     assert backward_buffer_bytes(B, T, H, D, m, G, C, 8) == backward_buffer_bytes(B, T, H, D, m, G, C, None)
-    for L in (None, 2):
-        shapes, _ = _state_shapes(monkeypatch, x, w, C, L)
+    for L, K in ((None, None), (2, None), (1, 1), (1, 2), (1, 3)):
+        shapes, _ = _state_shapes(monkeypatch, x, w, C, L, K)
         n = lambda s: shapes.count(s)                                     # noqa: E731
         by = lambda s: 4 * math.prod(s)                                   # noqa: E731
         NB = min(L or NT, NT)
@@ -157,7 +194,7 @@ def test_backward_buffer_bytes_are_the_shapes_allocated(interpret, monkeypatch, 
         assert n((B, TA, H, D)) == (5 if S > 1 else 5 + 3), (L, shapes)   # + dq, dk, dg with one segment
         assert n((B, H, G, NA, C, C)) == 2 and n((B, H, G, NA, C, D)) == 1 and n((B, H, NA, D)) == 2, (L, shapes)
         assert n((B, T, H, G)) == 2, (L, shapes)                           # dβ and dr²
-        d = backward_buffer_bytes(B, T, H, D, m, G, C, L)
+        d = backward_buffer_bytes(B, T, H, D, m, G, C, L, K)
         assert d["states"] == 2 * by((B, H, G, NB, D, D)) + 2 * by((B, H, NB, D, m))
         assert n((B, H, G, NB, D, D)) == 2 and n((B, H, NB, D, m)) == 2
         assert d["accumulators"] == (5 * by((B, TA, H, D)) + 2 * by((B, H, G, NA, C, C)) + by((B, H, G, NA, C, D))
