@@ -75,11 +75,13 @@ def inputs(torch, shape, device, seed, fla=False):
 
 
 def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=None,
-           bwd_segments=(None,), segment_tokens=(), state_dots=(None,)) -> dict[str, Op]:
+           bwd_segments=(None,), segment_tokens=(), state_dots=(None,), bwd_start_every=(None,)) -> dict[str, Op]:
     """``fused`` and ``chunk_C{C}`` for each of ``chunk_sizes``; with ``bwd_segments`` (values of
     ``ChunkConfig.bwd_segment_chunks``, ``None`` for ``chunk_config``'s own) one op per value,
     ``chunk_C{C}_L{L}`` for an integer ``L`` (the same forward, the backward in segments of ``L``
-    chunks: time and peak memory side by side in one process); with ``state_dots`` (values of
+    chunks: time and peak memory side by side in one process), and with ``bwd_start_every`` (values of
+    ``ChunkConfig.bwd_start_every``, ``None`` for its default) one such op per value, ``…_K{K}`` for an
+    integer; with ``state_dots`` (values of
     ``ChunkConfig.state_dot``, the forward's, ``None`` for ``chunk_config``'s own; the backward keeps
     ``bwd_state_dot``, ``"right"`` by default) the same per value, ``"left"`` named ``…_SL``;
     ``segments_C{C}_L{L}`` (``…_SL`` likewise) for each of
@@ -93,11 +95,14 @@ def bl_ops(chunk_sizes=(16,), backward="auto", fused_config=None, chunk_config=N
     ops = {"fused": Op("fused", "bl", lambda x: fused_recurrent_bl(**x, validate=False, config=fused_config)[0])}
     for C in chunk_sizes:
         for sd in state_dots:
-            for L in bwd_segments:
+            for L, K in [(L, K) for L in bwd_segments for K in (bwd_start_every if L is not None else (None,))]:
                 cfg = chunk_config if L is None else replace(chunk_config or ChunkConfig(), bwd_segment_chunks=L)
+                if K is not None:
+                    cfg = replace(cfg, bwd_start_every=K)
                 if sd is not None:
                     cfg = replace(cfg or ChunkConfig(), state_dot=sd)
-                name = f"chunk_C{C}" + ("" if L is None else f"_L{L}") + ("_SL" if sd == "left" else "")
+                name = (f"chunk_C{C}" + ("" if L is None else f"_L{L}") + ("" if K is None else f"_K{K}")
+                        + ("_SL" if sd == "left" else ""))
                 ops[name] = Op(name, "bl", lambda x, C=C, cfg=cfg: chunk_bl(
                     **x, chunk_size=C, validate=False, backward=backward, config=cfg)[0],
                     (C, cfg.bwd_segment_chunks if cfg is not None else None,
@@ -357,7 +362,8 @@ def _write(result, path):
 
 def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk_sizes=(16,), backward="auto",
         fused_config=None, chunk_config=None, do_drift=False, out=None, device=None, bwd_segments=(None,),
-        segment_tokens=DEFAULT_SEGMENT_TOKENS, state_dots=(None,), kernels=False, graph=False):
+        segment_tokens=DEFAULT_SEGMENT_TOKENS, state_dots=(None,), kernels=False, graph=False,
+        bwd_start_every=(None,)):
     """Check and time ``ops`` on ``shapes``; write the JSON to ``out`` after every step (a run cut
     short still leaves what it measured).  ``device``: CUDA by default (the tests pass a CPU
     device with ``TRITON_INTERPRET=1``: checks through the interpreter, wall times of one call).
@@ -375,7 +381,7 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
     except Exception:
         pass
     table_ops = bl_ops(chunk_sizes if "chunk" in ops else (), backward, fused_config, chunk_config, bwd_segments,
-                       segment_tokens if "segments" in ops else (), state_dots)
+                       segment_tokens if "segments" in ops else (), state_dots, bwd_start_every)
     if "fused" not in ops:
         del table_ops["fused"]
     fla = "not requested" if "fla" not in ops else fla_ops() if device.type == "cuda" else "needs CUDA"
@@ -384,7 +390,7 @@ def run(shapes=DEFAULT_SHAPES, ops=("fused", "chunk", "fla"), modes=MODES, chunk
     result = {"provenance": provenance(info), "ops": list(table_ops), "fla": fla if isinstance(fla, str) else "ok",
               "ceilings": ceilings_for(info["device"]), "rates_note": RATES_NOTE,
               "config": {"backward": backward, "chunk_sizes": list(chunk_sizes), "bwd_segments": list(bwd_segments),
-                         "state_dots": list(state_dots),
+                         "bwd_start_every": list(bwd_start_every), "state_dots": list(state_dots),
                          "segment_tokens": list(segment_tokens) if "segments" in ops else [],
                          "kernels": kernels, "graph": graph,
                          "fused": asdict(fused_config) if fused_config else "default",
@@ -563,6 +569,11 @@ def _segments_item(text: str):
     return None if text.lower() == "none" else _tokens_item(text, " or none")
 
 
+def _start_every_item(text: str):
+    """One value of ``--bwd-start-every``: ``auto`` or an integer ``K >= 1``."""
+    return None if text.lower() == "auto" else _tokens_item(text, " or auto")
+
+
 def add_arguments(p):
     from assocmem.args import Items
 
@@ -591,6 +602,12 @@ def add_arguments(p):
                    help="comma list of chunk_bl's backward segment lengths in chunks (ChunkConfig."
                         "bwd_segment_chunks), each an integer >= 1 or none (one segment); one op each, "
                         "chunk_C{C}_L{L}, timed side by side (default none)")
+    p.add_argument("--bwd-start-every", type=Items(item=_start_every_item, what="start-state spacing"),
+                   default=(None,),
+                   help="comma list of ChunkConfig.bwd_start_every values for the segmented ops of --bwd-segments, "
+                        "each an integer >= 1 or auto (every K-th segment's start state kept; auto: the integer "
+                        "nearest the square root of the segment count); one op each, chunk_C{C}_L{L}_K{K} "
+                        "(default auto)")
     p.add_argument("--fused-config", type=_config_items(FusedConfig), default=None, metavar="KEY=VALUE,...",
                    help=f"launch parameters of fused_recurrent_bl ({', '.join(FusedConfig.__dataclass_fields__)})")
     p.add_argument("--chunk-config", type=_config_items(ChunkConfig), default=None, metavar="KEY=VALUE,...",
@@ -619,7 +636,7 @@ def run_args(args) -> int:
     res = run(args.shapes, args.ops, args.modes, args.chunk_sizes, args.backward, args.fused_config,
               args.chunk_config, args.drift, out=str(out), bwd_segments=args.bwd_segments,
               segment_tokens=args.segment_tokens, state_dots=args.state_dots, kernels=args.kernels,
-              graph=args.graph)
+              graph=args.graph, bwd_start_every=args.bwd_start_every)
     print(f"JSON written to {out}")
     bad = [f"{n}/{o}" for n, e in res["shapes"].items() for o, c in e["check"].items() if not check_ok(c)]
     if bad:

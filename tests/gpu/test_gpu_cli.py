@@ -24,7 +24,9 @@ def test_gpu_without_subcommand_is_usage_error(capsys):
     (["--fused-config", "cov_warps"], "--fused-config"), (["--out", "missing/b.json"], "--out"),
     (["--bwd-segments", "0"], "--bwd-segments"), (["--bwd-segments", "16,16"], "--bwd-segments"),
     (["--bwd-segments", "none,x"], "--bwd-segments"), (["--segment-tokens", "0"], "--segment-tokens"),
-    (["--segment-tokens", "64,x"], "--segment-tokens"), (["--state-dots", "right,up"], "--state-dots")])
+    (["--segment-tokens", "64,x"], "--segment-tokens"), (["--state-dots", "right,up"], "--state-dots"),
+    (["--bwd-start-every", "0"], "--bwd-start-every"), (["--bwd-start-every", "auto,x"], "--bwd-start-every"),
+    (["--chunk-config", "bwd_start_every=0"], "--chunk-config")])
 def test_bench_bad_argument_is_one_line_naming_the_flag(tmp_path, monkeypatch, capsys, argv, flag):
     monkeypatch.chdir(tmp_path)
     assert main(["gpu", "bench", *argv]) == 2
@@ -113,6 +115,40 @@ def test_bwd_segments_are_ops_side_by_side(tmp_path, monkeypatch):
         assert t[op]["bwd_segment_buffers_MB"] == pytest.approx(
             sum(backward_buffer_bytes(1, 48, 2, 8, 8, 1, 16, L).values()) / 2**20)
     assert t["chunk_C16_L2"]["bwd_segment_buffers_MB"] < t["chunk_C16"]["bwd_segment_buffers_MB"]
+
+
+def test_bwd_start_every_values_are_segmented_ops_side_by_side(tmp_path, monkeypatch):
+    """``--bwd-segments none,1 --bwd-start-every 1,auto``: the one-segment op once, the segmented op per
+    spacing (``chunk_C16_L1_K1`` keeps every start state, ``chunk_C16_L1`` the default's √S spacing); all
+    checked against float64 through the interpreter, and the buffer count beside each says the spaced one
+    holds fewer start states (five chunks: five segments, four start states against two kept and a slot)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from assocmem.args import Parser
+    from assocmem.gpu import bench
+    from assocmem.gpu.chunk import backward_buffer_bytes
+
+    p = Parser(prog="b")
+    bench.add_arguments(p)
+    assert p.parse_args(["--bwd-start-every", "1,auto"]).bwd_start_every == (1, None)
+    assert p.parse_args([]).bwd_start_every == (None,)
+    ops = bench.bl_ops((16,), bwd_segments=(None, 1), bwd_start_every=(1, None))
+    assert list(ops) == ["fused", "chunk_C16", "chunk_C16_L1_K1", "chunk_C16_L1"]
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setitem(bench.SHAPES, "t80", (1, 80, 2, 8, 8))
+    out = tmp_path / "b.json"
+    bench.run(["t80"], ("chunk",), modes=("fwdbwd",), out=str(out), device=torch.device("cpu"),
+              bwd_segments=(None, 1), bwd_start_every=(1, None))
+    res = json.loads(out.read_text())
+    assert res["ops"] == ["chunk_C16", "chunk_C16_L1_K1", "chunk_C16_L1"]
+    assert res["config"]["bwd_start_every"] == [1, None]
+    assert all(bench.check_ok(res["shapes"]["t80"]["check"][o]) for o in res["ops"])
+    t = res["shapes"]["t80"]["times"]
+    one = 4 * (2 * 8 * 8 + 2 * 8 * 8) / 2**20          # one start state: a D×D and a D×m per head, fp32
+    assert t["chunk_C16_L1_K1"]["bwd_segment_buffers_MB"] - t["chunk_C16_L1"]["bwd_segment_buffers_MB"] == \
+        pytest.approx(one)
+    assert t["chunk_C16_L1"]["bwd_segment_buffers_MB"] == pytest.approx(
+        sum(backward_buffer_bytes(1, 80, 2, 8, 8, 1, 16, 1, None).values()) / 2**20)
 
 
 def test_state_dots_are_ops_side_by_side(tmp_path, monkeypatch):
