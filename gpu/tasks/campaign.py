@@ -747,6 +747,17 @@ def device39():
     return jobs
 
 
+def device40():
+    """The next plan for issue 16 after :func:`device39` (6 December, third session): GDN at width 256
+    finished at chance at 3e-3 (training accuracy 0.013, below 1/64: it did not learn), so it runs at 1e-3;
+    then Mamba2 on Base at width 128 at 1e-2, its Update pick (at 3e-3 it stayed on its plateau on Update,
+    and its Base run at 3e-3 was stopped before its first checkpoint); then :func:`device33`'s seeds."""
+    jobs = grid("mqar", ["gdn"], [0], {"variant": "base", "lr": 1e-3, "d_model": 256})
+    jobs += grid("mqar", ["mamba2"], [0], {"variant": "base", "lr": 1e-2})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device33() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -766,7 +777,8 @@ def mqar_lr():
 
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
-         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34, "device35": device35, "device35b": device35b, "device36": device36, "device37": device37, "device38": device38, "device39": device39}
+         "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34, "device35": device35, "device35b": device35b, "device36": device36, "device37": device37, "device38": device38, "device39": device39,
+         "device40": device40}
 
 
 def cost(job) -> float:

@@ -329,7 +329,7 @@ def test_campaign_heavy_gpus_and_cli(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("plan, limit", [("device37", 3), ("device37", None), ("device38", None), ("device39", None),
-                                         ("paper", 4)])
+                                         ("device40", 4), ("paper", 4)])
 def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, plan, limit):
     """--order-file: TASK/NAME of each run, one a line, in the plan's order even under --longest-first (the device
     script ranks equal checkpoints by it)."""
@@ -349,6 +349,12 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
         assert order.read_text().splitlines() == ["mqar/gdn__d_model-64__lr-0.003_s0",
                                                   "mqar/gdn__d_model-256__lr-0.003_s0",
                                                   "mqar/gdn-conv__lr-0.003_s0", "mqar/mamba2__lr-0.003_s0"]
+    if plan == "device40":     # GDN at width 256 at the lower rate first, Mamba2's Base run, then device33's seeds
+        assert order.read_text().splitlines() == ["mqar/gdn__d_model-256_s0", "mqar/mamba2__lr-0.01_s0",
+                                                  "mqar/bl__variant-block__lr-0.01_s1",
+                                                  "mqar/bl__variant-block__lr-0.01_s2"]
+        first = campaign.PLANS[plan]()[0]
+        assert dict(first[3]) == {"variant": "base", "lr": 1e-3, "d_model": 256}
 
 
 def test_campaign_longest_first_and_partials(tmp_path):
