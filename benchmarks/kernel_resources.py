@@ -355,6 +355,30 @@ def sass_report(mean_variants: str = "64:8,64:4,16:2") -> dict:
     return out
 
 
+def s2_candidates() -> list[dict]:
+    """The covariance kernels at S2's key width (``D = BD = 128``, ``C = 16``, decays) compiled as
+    ``chunk_bl`` would launch them: the row kernel at its 8 warps and register cap (the default at
+    ``D = 128``), the quotient kernel at 4 and 8 warps with the state on either side (no cap: the launch
+    names none for it).  Each with its resources and its SASS per chunk step (the row recursion's 16 trips
+    counted in)."""
+    from assocmem.gpu import _chunk_kernels as K
+    from assocmem.gpu.chunk import ROW_KERNEL_MAXNREG
+
+    base = dict(H=4, G=1, D=128, BD=128, C=16, HAS_ALPHA=True, PREC="ieee")
+    cands = [("rows", K.chunk_cov_fwd_kernel, base, 8, ROW_KERNEL_MAXNREG)]
+    for side in ("left", "right"):
+        for warps in (4, 8):
+            cands.append((f"matmul_{side}", K.chunk_cov_fwd_mm_kernel, dict(base, STATE_LEFT=side == "left"), warps,
+                          None))
+    out = []
+    for name, fn, consts, warps, cap in cands:
+        r = resources(fn, _consts(fn, consts), warps, cap)
+        step = sass_per_step(_sass(fn, _consts(fn, consts), warps, cap), warps, inner_trips=consts["C"])
+        out.append({"kernel": name, **r, "sass_per_chunk_step": {k: v for k, v in step.items()
+                                                                  if k != "by_source_line"}})
+    return out
+
+
 def _mean_variant(item: str) -> tuple[int, int, str]:
     """``BV:warps[:precision]`` (precision ``ieee`` unless given) as ``(BV, warps, precision)``."""
     bv, warps, *prec = item.split(":")
@@ -379,6 +403,11 @@ def main(argv=None) -> int:
                    help="also the forward's kernels' SASS per chunk step (S1's D = m = 64, C = 16): warp "
                         "instructions by class and shared-memory bytes, the covariance kernel state right and left, "
                         "the mean kernel at the --mean-variants")
+    p.add_argument("--s2-candidates", action="store_true",
+                   help="also the covariance kernels at S2's key width (D = 128, C = 16) as they would launch: the "
+                        "row kernel (the default there: 8 warps, register cap 255) against the quotient kernel at "
+                        "4 and 8 warps with the state left and right (cov_kernel=matmul), resources and SASS per "
+                        "chunk step")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     res = {"provenance": provenance({"triton": triton.__version__, "target": "sm_90a (offline: no GPU)"}),
@@ -410,6 +439,10 @@ def main(argv=None) -> int:
     if a.sass:
         res["sass_per_chunk_step"] = sass_report(a.mean_variants)
         print("sass", json.dumps(res["sass_per_chunk_step"]))
+    if a.s2_candidates:
+        res["s2_covariance_candidates"] = s2_candidates()
+        for r in res["s2_covariance_candidates"]:
+            print("S2 candidate", json.dumps(r))
     if a.out:
         with open(a.out, "w") as fh:
             json.dump(res, fh, indent=1)

@@ -455,3 +455,19 @@ def test_cuda_state_left_equals_state_right(make_inputs, numpy_reference, relerr
     assert relerr(outs[0].double().cpu(), outs[1].cpu()) < 1e-5
     for g_r, g_l in zip(*grads):
         assert relerr(g_r.double().cpu(), g_l.cpu()) < 1e-4
+
+
+@pytest.mark.parametrize("kernel,sd", [("matmul", "left"), ("matmul", "right"), ("rows", "left")])
+def test_s2_key_width_kernels_equal_numpy_filter(interpret, make_inputs, numpy_reference, relerr, kernel, sd):
+    """At S2's key width (``D = 128``, one ``128×128`` tile) both covariance kernels, the quotient one with the
+    state on either side, give the float64 filter's output and states to fp32 rounding: the quotient kernel
+    at 8 warps with the state left is the S2 candidate that the device times (docs/gpu.md), so its
+    arithmetic at that width is checked here first."""
+    x = make_inputs(1, 40, 1, 128, 8, alpha=True, init=True, seed=128)
+    x = _decays(x, "weak", 40)
+    o_np, M_np, P_np, _ = numpy_reference(x)
+    o, (M, P) = chunk_bl(**x, chunk_size=16, output_final_state=True,
+                         config=ChunkConfig(cov_kernel=kernel, state_dot=sd, cov_warps=8))
+    assert not (torch.isnan(o).any() or torch.isnan(P).any())
+    assert relerr(o_np, o) < FP32 and relerr(M_np, M) < FP32
+    assert relerr(np.asarray(P_np).reshape(P.shape), P) < FP32
