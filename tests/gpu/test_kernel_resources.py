@@ -165,3 +165,30 @@ def test_the_offline_source_is_specialised_as_a_launch_is(monkeypatch):
     assert aligned == {n for n in names if n.endswith("_ptr") and n != "guard_ptr"}
     with_guard = kr._source(fn, dict(H=4, G=1, D=128, BD=128, C=16, HAS_ALPHA=True, SELECT=2))
     assert with_guard.signature["guard_ptr"] == "*fp32" and with_guard.signature["bound"] == "fp32"
+
+
+def test_s2_candidates_compile_what_the_launches_would(monkeypatch):
+    """``--s2-candidates``: the row kernel as ``chunk_bl`` launches it at ``D = 128`` (8 warps, the register cap
+    its launch names) and the quotient kernel at 4 and 8 warps with the state on either side, no cap (its
+    launch names none), all at ``D = BD = 128``, ``C = 16`` with decays; each entry carries its resources and
+    its SASS per chunk step with the row recursion's 16 trips (compiles stubbed: the wiring is checked)."""
+    kr = _module()
+    from assocmem.gpu import _chunk_kernels as K
+    from assocmem.gpu.chunk import _cov_maxnreg
+
+    seen = []
+    monkeypatch.setattr(kr, "resources", lambda fn, consts, warps, cap=None: seen.append((fn, consts, warps, cap))
+                        or {"warps": warps, "maxnreg": cap})
+    monkeypatch.setattr(kr, "_sass", lambda fn, consts, warps, cap=None: ["listing"])
+    trips = []
+    monkeypatch.setattr(kr, "sass_per_step", lambda lines, warps, inner_trips=1: trips.append(inner_trips)
+                        or {"instructions": 1, "by_source_line": []})
+    out = kr.s2_candidates()
+    assert [(e["kernel"], e["warps"]) for e in out] == [("rows", 8), ("matmul_left", 4), ("matmul_left", 8),
+                                                        ("matmul_right", 4), ("matmul_right", 8)]
+    assert seen[0][0] is K.chunk_cov_fwd_kernel and seen[0][3] == _cov_maxnreg(K, K.chunk_cov_fwd_kernel, 8)["maxnreg"]
+    for fn, consts, warps, cap in seen[1:]:
+        assert fn is K.chunk_cov_fwd_mm_kernel and cap is None and _cov_maxnreg(K, fn, warps) == {}
+    assert [c["STATE_LEFT"] for _, c, _, _ in seen[1:]] == [True, True, False, False]
+    assert all(c["D"] == c["BD"] == 128 and c["C"] == 16 and c["HAS_ALPHA"] for _, c, _, _ in seen)
+    assert trips == [16] * 5 and all("by_source_line" not in e["sass_per_chunk_step"] for e in out)
