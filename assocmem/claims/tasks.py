@@ -1190,8 +1190,8 @@ def _mqar_memorisation(res) -> dict:
     the final training accuracy (the mean of the last
     8 logged batches, on the fixed pool) against the test accuracy on the configurations it trained on
     (fresh sequences of the same lengths and pair counts: Block's 2-8 pairs, Update's 128/16 at every
-    update count), and the accuracy of naming one of the sequence's P values at random (1/P; Update: the
-    16 current values).  A large gap is a model that learned its pool, not the in-context binding."""
+    update count its mixture reached), and the accuracy of naming one of the sequence's P values at
+    random (1/P; Update: the 16 current values).  A large gap is a model that learned its pool, not the in-context binding."""
     from assocmem.gpu.tasks import mqar as Mq
 
     out = {}
@@ -1199,7 +1199,10 @@ def _mqar_memorisation(res) -> dict:
         v = r["protocol"].get("variant", "base")
         if r["seed"] != 0 or v == "base" or not r.get("curve"):
             continue
-        rows = [x for x in r["eval"].get("test", []) if v == "update" or x["n_pairs"] in Mq.BLOCK_TRAIN_PAIRS]
+        # Update's training mixture reaches floor(update_train_frac · 16) updates at 16 pairs (all 16 by default)
+        top = math.floor(float(r["protocol"].get("update_train_frac", 1.0)) * 16 + 1e-9)
+        rows = [x for x in r["eval"].get("test", [])
+                if (x.get("n_updates", 0) <= top if v == "update" else x["n_pairs"] in Mq.BLOCK_TRAIN_PAIRS)]
         if not rows:
             continue
         train = sum(x["acc"] for x in r["curve"][-8:]) / len(r["curve"][-8:])

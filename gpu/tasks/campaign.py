@@ -750,9 +750,14 @@ def device39():
 def device40():
     """The next plan for issue 16 after :func:`device39` (6 December, third session): GDN at width 256
     finished at chance at 3e-3 (training accuracy 0.013, below 1/64: it did not learn), so it runs at 1e-3;
-    then Mamba2 on Base at width 128 at 1e-2, its Update pick (at 3e-3 it stayed on its plateau on Update,
-    and its Base run at 3e-3 was stopped before its first checkpoint); then :func:`device33`'s seeds."""
+    then the new candidate cause of the 16-update reading, Update's training mixture stopped at half as many
+    updates as pairs (``update_train_frac=0.5``: the test's 10-16 updates beyond training), for GDN-conv and
+    Mamba2 at their picked Update rates (1e-3, 1e-2); then Mamba2 on Base at width 128 at 1e-2, its Update
+    pick (at 3e-3 it stayed on its plateau on Update, and its Base run at 3e-3 was stopped before its first
+    checkpoint); then :func:`device33`'s seeds."""
     jobs = grid("mqar", ["gdn"], [0], {"variant": "base", "lr": 1e-3, "d_model": 256})
+    jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "update", "update_train_frac": 0.5})
+    jobs += grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 1e-2, "update_train_frac": 0.5})
     jobs += grid("mqar", ["mamba2"], [0], {"variant": "base", "lr": 1e-2})
     names = {job_name(j) for j in jobs}
     return jobs + [j for j in device33() if job_name(j) not in names]

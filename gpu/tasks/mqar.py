@@ -470,24 +470,29 @@ def build_pool(configs, n: int, *, seed: int, weights: Optional[Sequence[float]]
 # ---------------------------------------------------------------------------
 # the paper's variants
 # ---------------------------------------------------------------------------
-def train_configs(variant: str, **overrides) -> tuple[list[MQARConfig], list[float]]:
+def train_configs(variant: str, *, update_frac: float = 1.0, **overrides) -> tuple[list[MQARConfig], list[float]]:
     """The training mixture of a variant: ``(configs, weights)``.
 
     base    (512, 64 pairs)
     update  (64, 4 pairs) and (128, 16 pairs), half each, ``U`` spread evenly
-            over ``0..P`` within each half, padded to 128
+            over ``0..⌊update_frac·P⌋`` within each half (``0..P`` by default), padded to 128
     block   (128, P pairs, b = 2) for ``P ∈ 2, 4, 6, 8``, a quarter each
-    ``overrides`` replace fields of every configuration (e.g. ``vocab_size``).
+    ``overrides`` replace fields of every configuration (e.g. ``vocab_size``).  ``update_frac`` in
+    ``(0, 1]``: the notes say "mixed update counts" without their range; below 1 the test's largest
+    update counts lie beyond what training showed.
     """
     V.choice("variant", variant, VARIANTS)
+    if isinstance(update_frac, bool) or not isinstance(update_frac, (int, float)) or not 0 < update_frac <= 1:
+        raise ValueError(f"update_frac must be a number in (0, 1] (got {update_frac!r})")
     if variant == "base":
         return [MQARConfig(512, 64, **overrides)], [1.0]
     if variant == "update":
         cfgs, w = [], []
         for T, P in ((64, 4), (128, 16)):
-            for u in range(P + 1):
+            top = math.floor(update_frac * P + 1e-9)
+            for u in range(top + 1):
                 cfgs.append(MQARConfig(T, P, n_updates=u, **overrides))
-                w.append(0.5 / (P + 1))
+                w.append(0.5 / (top + 1))
         return cfgs, w
     cfgs = [MQARConfig(128, P, block_size=2, **overrides) for P in BLOCK_TRAIN_PAIRS]
     return cfgs, [1.0] * len(cfgs)
@@ -505,9 +510,9 @@ def testset_configs(variant: str, *, sweep: Optional[Sequence[int]] = None, **ov
 
 
 def train_pool(variant: str, *, seed: int = 0, n: Optional[int] = None, chunk: int = 512,
-               **overrides) -> MQARPool:
-    """The variant's training pool (default sizes 100k / 160k / 120k)."""
-    cfgs, w = train_configs(variant, **overrides)
+               update_frac: float = 1.0, **overrides) -> MQARPool:
+    """The variant's training pool (default sizes 100k / 160k / 120k; ``update_frac``: :func:`train_configs`)."""
+    cfgs, w = train_configs(variant, update_frac=update_frac, **overrides)
     return build_pool(cfgs, POOL_SIZES[variant] if n is None else n, seed=seed, weights=w, chunk=chunk)
 
 

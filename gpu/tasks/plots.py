@@ -628,7 +628,7 @@ def mqar_data(results_dir, protocol=None, seed=0) -> dict:
     from .train import IMPLEMENTATION_OPTIONS, PROTOCOL, resolve_protocol
 
     probe = dict(protocol or {})
-    if "variant" not in probe and any(k in probe for k in ("update_keys", "update_order")):
+    if "variant" not in probe and any(k in probe for k in ("update_keys", "update_order", "update_train_frac")):
         probe["variant"] = "update"                 # Update-only options: checked as an Update run's
     defaults = resolve_protocol("mqar", probe)
     unrecorded = resolve_protocol("mqar", None)   # a choice a result does not record took the default then
@@ -694,7 +694,10 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                  (mqar_data(results_dir, {"update_order": "interleaved"}), "update_order=interleaved (ablation)",
                   "--", "d"),
                  (mqar_data(results_dir, {"init": "zoology"}), "init=zoology (ablation)", "--", "*"),
-                 (mqar_data(results_dir, {"update_keys": "distinct"}), "update_keys=distinct (ablation)", "--", "P")]
+                 (mqar_data(results_dir, {"update_keys": "distinct"}), "update_keys=distinct (ablation)", "--", "P"),
+                 # training on at most half as many updates as pairs: 16 updates then lie beyond training
+                 (mqar_data(results_dir, {"update_train_frac": 0.5}), "update_train_frac=0.5 (ablation: trained "
+                  "on at most 8 updates)", "--", "h")]
     # the readings are judged on seed 0; the other seeds that have finished, thin, beside it
     others = [(s, mqar_data(results_dir, seed=s)) for s in (1, 2)]
     # one legend entry per model for its thin lines (they share one style): the seeds it has, any panel

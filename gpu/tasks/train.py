@@ -118,6 +118,13 @@ def _pos_float(name, v):
     return x
 
 
+def _unit_frac(name, v):
+    x = _pos_float(name, v)
+    if x > 1:
+        raise ValueError(f"protocol {name} must lie in (0, 1] (got {v!r})")
+    return x
+
+
 def _noise_init(name, v):
     x = _pos_float(name, v)
     if x > 100:
@@ -269,6 +276,12 @@ PROTOCOL = {
         "update_order": ("after", _choice("after", "interleaved"),
                          "Update only: the initial pairs first, then the updates (A->4, B->5, A->4*: the notes' "
                          "example), or the P + U writes in a random order"),
+        "update_train_frac": (1.0, _unit_frac,
+                              "Update only: the most updates a training sequence carries, as a fraction of its "
+                              "P pairs (U spread evenly over 0..floor(frac P) in each half of the mixture: 0..4 "
+                              "and 0..16 by default); the notes say 'mixed update counts' without their range. "
+                              "Below 1 the test's largest counts (16 updates) lie beyond training: whether a "
+                              "short convolution extrapolates is then part of the reading"),
         "bl_op": ("fused", _choice("fused", "chunk"),
                   "BL's op on a GPU: fused_recurrent_bl (token by token) or chunk_bl (chunks of 16); both "
                   "compute the same filter exactly (checked against numerics), so this is an implementation "
@@ -331,7 +344,7 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
         bad = "supervision" if out["supervision"] != "every" else "pos"
         raise ValueError(f"protocol {bad}: applies to the plain swap models (transformer-*, deltaformer-*), "
                          f"not {model!r}")
-    for opt in ("update_keys", "update_order"):
+    for opt in ("update_keys", "update_order", "update_train_frac"):
         if task == "mqar" and out[opt] != spec[opt][0] and out["variant"] != "update":
             raise ValueError(f"protocol {opt}: applies to variant=update, not {out['variant']!r}")
     for opt in ("bl_op", "bl_decay", "bl_heads", "bl_noise_init"):
@@ -374,14 +387,16 @@ def mqar_generator(protocol: dict) -> dict:
 
 
 @functools.lru_cache(maxsize=2)
-def _mqar_pool_cached(variant: str, n: int, generator: tuple):
-    return Mq.train_pool(variant, seed=0, n=n, **dict(generator))
+def _mqar_pool_cached(variant: str, n: int, generator: tuple, update_frac: float = 1.0):
+    return Mq.train_pool(variant, seed=0, n=n, update_frac=update_frac, **dict(generator))
 
 
 def _mqar_pool(protocol: dict):
-    """The fixed training pool (seed 0, the same for every model and run seed; built once per process)."""
+    """The fixed training pool (seed 0, the same for every model and run seed; built once per process;
+    Update's mixture up to ``update_train_frac`` of P updates)."""
     return _mqar_pool_cached(protocol["variant"], mqar_pool_size(protocol),
-                             tuple(sorted(mqar_generator(protocol).items())))
+                             tuple(sorted(mqar_generator(protocol).items())),
+                             float(protocol.get("update_train_frac", PROTOCOL["mqar"]["update_train_frac"][0])))
 
 
 def optimizer_settings(task: str, protocol: dict) -> dict:

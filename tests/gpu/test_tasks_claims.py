@@ -813,3 +813,20 @@ def test_mqar_base_width_keeps_the_rate_of_best_validation_and_flags_a_run_that_
             f"rates run at this width: 0.003)") in r.detail, r.detail
     assert f"gdn width {width} 0.83;" in r.detail or r.detail.rstrip().endswith(f"gdn width {width} 0.83"), r.detail
     assert f"gdn width {width} 0.83 (did not learn" not in r.detail
+
+
+@pytest.mark.parametrize("frac,top", [(None, 16), (0.5, 8), (0.25, 4)])
+def test_mqar_memorisation_of_an_update_run_reads_the_update_counts_it_trained_on(frac, top):
+    """The pool-against-test gap of an Update run compares with the test configurations its mixture reached:
+    every update count by default, at most ``⌊frac·16⌋`` under ``update_train_frac`` (beyond that the test
+    asks what training never showed: not memorisation)."""
+    from assocmem.claims import tasks
+
+    rows = [{"n_pairs": 16, "n_updates": u, "acc": 1.0 if u <= 8 else 0.5} for u in range(0, 17, 2)]
+    pr = {"variant": "update", **({} if frac is None else {"update_train_frac": frac})}
+    r = {"model": "gdn-conv", "seed": 0, "protocol": pr, "_tag": "" if frac is None else f"update_train_frac-{frac}",
+         "eval": {"test": rows}, "curve": [{"step": 1, "acc": 1.0}] * 8}
+    (m,) = tasks._mqar_memorisation([r]).values()
+    want = [x["acc"] for x in rows if x["n_updates"] <= top]
+    assert m["test_acc_on_training_configs"] == pytest.approx(round(sum(want) / len(want), 4))
+    assert m["gap"] == pytest.approx(round(1.0 - sum(want) / len(want), 4))

@@ -397,3 +397,35 @@ def test_write_mask_makes_pure_reads():
     assert not torch.allclose(out[:, 4], out2[:, 4]), "its own query still reads"
     assert not torch.allclose(mx(h2, None)[:, 5:], out2[:, 5:]), "unmasked, it writes"
     assert mx(h, torch.zeros(2, 10, dtype=torch.bool)).abs().max() == 0, "no writes: M stays 0"
+
+
+@given(frac=st.floats(0.01, 1.0))
+@settings(max_examples=60, deadline=None)
+def test_update_training_mixture_stops_at_its_fraction_of_the_pairs(frac):
+    """``update_frac``: each half of Update's training mixture spreads ``U`` evenly over
+    ``0..⌊frac·P⌋`` (P = 4 and 16), half the weight each; at 1 it is the default mixture exactly."""
+    cfgs, w = M.train_configs("update", update_frac=frac)
+    for P in (4, 16):
+        top = math.floor(frac * P + 1e-9)
+        us = [c.n_updates for c in cfgs if c.n_pairs == P]
+        assert us == list(range(top + 1))
+        ws = [x for x, c in zip(w, cfgs) if c.n_pairs == P]
+        assert math.isclose(sum(ws), 0.5) and max(ws) - min(ws) < 1e-12
+    if frac == 1.0:
+        assert (cfgs, w) == M.train_configs("update")
+
+
+def test_update_fraction_half_leaves_the_test_counts_above_eight_unseen():
+    cfgs, _ = M.train_configs("update", update_frac=0.5)
+    assert max(c.n_updates for c in cfgs if c.n_pairs == 16) == 8
+    assert max(c.n_updates for c in cfgs if c.n_pairs == 4) == 2
+    unseen = [c.n_updates for c in M.testset_configs("update") if c.n_updates > 8]
+    assert unseen == [10, 12, 14, 16]
+    pool = M.train_pool("update", n=120, vocab_size=512, update_frac=0.5)
+    assert max(c.n_updates for c in pool.configs) == 8 and sum(pool.counts) == 120
+
+
+@pytest.mark.parametrize("bad", [0, -0.5, 1.5, float("nan"), True, "0.5"])
+def test_update_fraction_out_of_range_is_refused(bad):
+    with pytest.raises(ValueError, match="update_frac"):
+        M.train_configs("update", update_frac=bad)

@@ -372,9 +372,27 @@ def test_default_generator_options_leave_the_pool_and_the_tag_unchanged():
     assert torch.equal(a.tokens, direct.tokens)
 
 
-@pytest.mark.parametrize("opt,val", [("update_order", "interleaved"), ("update_keys", "distinct")])
+@pytest.mark.parametrize("opt,val", [("update_order", "interleaved"), ("update_keys", "distinct"),
+                                     ("update_train_frac", "0.5")])
 def test_update_options_are_refused_without_the_update_variant(opt, val):
     with pytest.raises(ValueError, match=f"protocol {opt}: applies to variant=update, not 'block'"):
         Tr.resolve_protocol("mqar", {"variant": "block", opt: val})
     with pytest.raises(ValueError, match=f"protocol {opt}"):
         Tr.resolve_protocol("mqar", {"variant": "update", opt: "sideways"})
+
+
+@pytest.mark.parametrize("frac", [0.25, 0.5])
+def test_update_train_fraction_reaches_the_pool_and_the_tag_not_the_test_sets(frac):
+    """``update_train_frac``: named in the run's tag; the training pool's Update mixture stops at
+    ``⌊frac·P⌋`` updates; the test and validation sets still sweep 0..16 (the reading at 16 updates is then
+    beyond training)."""
+    pr = Tr.resolve_protocol("mqar", {"variant": "update", "pool_size": 48, "update_train_frac": str(frac)},
+                             "gdn-conv")
+    assert f"update_train_frac-{frac:g}" in Tr.protocol_tag("mqar", pr)
+    pool = Tr._mqar_pool(pr)
+    assert len(pool) == 48 and max(c.n_updates for c in pool.configs) == int(frac * 16)
+    assert Tr._mqar_pool(Tr.resolve_protocol("mqar", {"variant": "update", "pool_size": 48})).configs == \
+        tuple(Mq.train_configs("update")[0])
+    assert "update_train_frac" not in Tr.mqar_generator(pr)          # not a test-set choice
+    with pytest.raises(ValueError, match="protocol update_train_frac must lie in"):
+        Tr.resolve_protocol("mqar", {"variant": "update", "update_train_frac": "2"})

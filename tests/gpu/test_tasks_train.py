@@ -452,3 +452,19 @@ def test_mqar_base_panel_marks_a_run_that_did_not_learn_and_draws_one_in_p(tmp_p
     assert list(chance.get_xdata()) == [64, 128, 256] and list(chance.get_ydata()) == [pytest.approx(1 / 64)] * 3
     line = [ln for ln in ax.lines if ln.get_label() == "GDN"][0]
     assert list(line.get_xdata()) == [w for w in (64, 128, 256) if w != stuck_width]   # not joined to the cross
+
+
+def test_mqar_update_panel_draws_the_training_range_ablation(tmp_path):
+    """An Update run trained on at most half as many updates as pairs (``update_train_frac=0.5``) is an
+    ablation: never the default's line, drawn dashed beside it with a label that says what it trained on."""
+    _fake(tmp_path, "mqar", "gdn-conv", 0, {"test": [{"n_updates": u, "acc": 1.0} for u in (0, 8, 16)]},
+          protocol={"variant": "update"}, tag="variant-update")
+    _fake(tmp_path, "mqar", "gdn-conv", 0, {"test": [{"n_updates": u, "acc": a} for u, a in ((0, 1.0), (8, 0.9),
+                                                                                              (16, 0.6))]},
+          protocol={"variant": "update", "update_train_frac": 0.5}, tag="variant-update__update_train_frac-0.5")
+    assert plots.mqar_data(tmp_path)["update"]["gdn-conv"]["acc"] == [1.0, 1.0, 1.0]
+    assert plots.mqar_data(tmp_path, {"update_train_frac": 0.5})["update"]["gdn-conv"]["acc"] == [1.0, 0.9, 0.6]
+    _, fig = _drawn(plots.plot_mqar, tmp_path, tmp_path / "fig")
+    ln = [x for x in fig.axes[1].lines if x.get_label().startswith("GDN + conv, update_train_frac=0.5")]
+    assert len(ln) == 1 and ln[0].get_linestyle() == "--" and list(ln[0].get_ydata()) == [1.0, 0.9, 0.6]
+    assert "at most 8 updates" in ln[0].get_label()
