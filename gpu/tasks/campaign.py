@@ -748,16 +748,26 @@ def device39():
 
 
 def device40():
-    """The next plan for issue 16 after :func:`device39` (6 December, third session): GDN at width 256
-    finished at chance at 3e-3 (training accuracy 0.013, below 1/64: it did not learn), so it runs at 1e-3;
-    then the new candidate cause of the 16-update reading, Update's training mixture stopped at half as many
-    updates as pairs (``update_train_frac=0.5``: the test's 10-16 updates beyond training), for GDN-conv and
-    Mamba2 at their picked Update rates (1e-3, 1e-2); then Mamba2 on Base at width 128 at 1e-2, its Update
-    pick (at 3e-3 it stayed on its plateau on Update, and its Base run at 3e-3 was stopped before its first
-    checkpoint); then :func:`device33`'s seeds."""
-    jobs = grid("mqar", ["gdn"], [0], {"variant": "base", "lr": 1e-3, "d_model": 256})
+    """The next plan for issue 16 after :func:`device39` (6 December, third session), the disputed readings'
+    candidate causes first (the runs of Base have no published number to compare):
+
+    - panels b/c's width, which the paper does not give (ours 128): BL on Block at width 64 (its Base
+      accuracy fell from 0.83 at 128 to 0.15 at 64, so a narrower model may bring its 16-pair reading from
+      0.94 toward the notes' 0.75) and GDN beside it (the reading asks GDN ≈ 1.00 there), each at its picked
+      Block rate (1e-2, 1e-3);
+    - Update's training range (``update_train_frac=0.5``: the test's 10-16 updates beyond training) for
+      GDN-conv and Mamba2 at their picked Update rates (1e-3, 1e-2), the 16-update reading (≈ 0.60 both);
+    - the same two at width 64;
+    - then GDN at width 256 on Base at 1e-3 (at 3e-3 it finished at chance: training accuracy 0.013, below
+      1/64), Mamba2 on Base at 1e-2 (its Update pick; its 3e-3 run was stopped before its first
+      checkpoint), then :func:`device33`'s seeds."""
+    jobs = grid("mqar", ["bl"], [0], {"variant": "block", "lr": 1e-2, "d_model": 64})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "block", "d_model": 64})
     jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "update", "update_train_frac": 0.5})
     jobs += grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 1e-2, "update_train_frac": 0.5})
+    jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "update", "d_model": 64})
+    jobs += grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 1e-2, "d_model": 64})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "base", "lr": 1e-3, "d_model": 256})
     jobs += grid("mqar", ["mamba2"], [0], {"variant": "base", "lr": 1e-2})
     names = {job_name(j) for j in jobs}
     return jobs + [j for j in device33() if job_name(j) not in names]

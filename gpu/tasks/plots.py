@@ -619,7 +619,8 @@ def mqar_data(results_dir, protocol=None, seed=0) -> dict:
 
     Base's x-axis is the model width (one run per width); Update's the test configurations' update
     counts, Block's their pair counts (one run each).  Every other protocol choice must be the
-    default, or ``protocol``'s where given (an ablation, e.g. ``{"backbone": "mlp"}``) (the learning
+    default, or ``protocol``'s where given (an ablation, e.g. ``{"backbone": "mlp"}``; a ``d_model`` there is
+    an ablation of panels b/c and leaves Base out) (the learning
     rate excepted: the paper picks it per model by validation accuracy, so each (model, width) keeps its
     run with the best mean validation accuracy — the test accuracy where a run has no validation rows —
     and draws that run's test accuracy).  A Base model whose chosen run at some width ended below 1/64
@@ -643,6 +644,8 @@ def mqar_data(results_dir, protocol=None, seed=0) -> dict:
             continue
         v = pr["variant"]
         if v != "base" and pr["d_model"] != defaults["d_model"]:
+            continue
+        if v == "base" and "d_model" in probe:      # a width ablation is of panels b/c: Base's x-axis is the width
             continue
         rows = r["eval"].get("test", [])
         if not rows:
@@ -697,7 +700,10 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                  (mqar_data(results_dir, {"update_keys": "distinct"}), "update_keys=distinct (ablation)", "--", "P"),
                  # training on at most half as many updates as pairs: 16 updates then lie beyond training
                  (mqar_data(results_dir, {"update_train_frac": 0.5}), "update_train_frac=0.5 (ablation: trained "
-                  "on at most 8 updates)", "--", "h")]
+                  "on at most 8 updates)", "--", "h"),
+                 # panels b/c at width 64: the paper does not give their width (BL drops from 0.83 to 0.15 on Base)
+                 (mqar_data(results_dir, {"d_model": 64}), "width 64 (ablation: panels b/c's width is not given)",
+                  "--", "D")]
     # the readings are judged on seed 0; the other seeds that have finished, thin, beside it
     others = [(s, mqar_data(results_dir, seed=s)) for s in (1, 2)]
     # one legend entry per model for its thin lines (they share one style): the seeds it has, any panel

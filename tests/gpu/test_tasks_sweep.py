@@ -350,12 +350,13 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
                                                   "mqar/gdn__d_model-256__lr-0.003_s0",
                                                   "mqar/gdn-conv__lr-0.003_s0", "mqar/mamba2__lr-0.003_s0"]
     if plan == "device40":     # GDN at width 256 at the lower rate first, Mamba2's Base run, then device33's seeds
-        assert order.read_text().splitlines() == ["mqar/gdn__d_model-256_s0",
+        # the disputed readings' candidate causes first: panels b/c's width, then Update's training range
+        assert order.read_text().splitlines() == ["mqar/bl__variant-block__d_model-64__lr-0.01_s0",
+                                                  "mqar/gdn__variant-block__d_model-64_s0",
                                                   "mqar/gdn-conv__variant-update__update_train_frac-0.5_s0",
-                                                  "mqar/mamba2__variant-update__lr-0.01__update_train_frac-0.5_s0",
-                                                  "mqar/mamba2__lr-0.01_s0"]
-        first = campaign.PLANS[plan]()[0]
-        assert dict(first[3]) == {"variant": "base", "lr": 1e-3, "d_model": 256}
+                                                  "mqar/mamba2__variant-update__lr-0.01__update_train_frac-0.5_s0"]
+        jobs = campaign.PLANS[plan]()
+        assert dict(jobs[6][3]) == {"variant": "base", "lr": 1e-3, "d_model": 256}
 
 
 def test_campaign_longest_first_and_partials(tmp_path):

@@ -468,3 +468,24 @@ def test_mqar_update_panel_draws_the_training_range_ablation(tmp_path):
     ln = [x for x in fig.axes[1].lines if x.get_label().startswith("GDN + conv, update_train_frac=0.5")]
     assert len(ln) == 1 and ln[0].get_linestyle() == "--" and list(ln[0].get_ydata()) == [1.0, 0.9, 0.6]
     assert "at most 8 updates" in ln[0].get_label()
+
+
+def test_mqar_width_ablation_is_drawn_on_update_and_block_not_on_base(tmp_path):
+    """Panels b/c at width 64 (the paper gives no width for them) are an ablation of those panels: drawn
+    dashed there; Base's own width row (its x-axis) is not repeated as one."""
+    for w in (64, 128):
+        tag = "" if w == 128 else f"d_model-{w}__"
+        pr = {"variant": "base", "lr": 3e-3, **({} if w == 128 else {"d_model": w})}
+        _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_pairs": 64, "acc": 0.8 if w == 128 else 0.15}]},
+              protocol=pr, tag=f"{tag}lr-0.003")
+    _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_pairs": p, "acc": 1.0} for p in (2, 16)]},
+          protocol={"variant": "block"}, tag="variant-block")
+    _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_pairs": p, "acc": a} for p, a in ((2, 1.0), (16, 0.7))]},
+          protocol={"variant": "block", "d_model": 64}, tag="variant-block__d_model-64")
+    d64 = plots.mqar_data(tmp_path, {"d_model": 64})
+    assert "base" not in d64 and d64["block"]["bl"] == {"x": [2, 16], "acc": [1.0, 0.7]}
+    assert plots.mqar_data(tmp_path)["block"]["bl"]["acc"] == [1.0, 1.0]
+    _, fig = _drawn(plots.plot_mqar, tmp_path, tmp_path / "fig")
+    assert not [x for x in fig.axes[0].lines if "width 64" in x.get_label()]
+    (ln,) = [x for x in fig.axes[2].lines if x.get_label().startswith("BL, width 64")]
+    assert list(ln.get_ydata()) == [1.0, 0.7] and ln.get_linestyle() == "--"
