@@ -1191,7 +1191,8 @@ def _mqar_memorisation(res) -> dict:
     8 logged batches, on the fixed pool) against the test accuracy on the configurations it trained on
     (fresh sequences of the same lengths and pair counts: Block's 2-8 pairs, Update's 128/16 at every
     update count its mixture reached), and the accuracy of naming one of the sequence's P values at
-    random (1/P; Update: the 16 current values).  A large gap is a model that learned its pool, not the in-context binding."""
+    random (1/P; Update: the 16 current values).  A large gap is a model that learned its pool, not the
+    in-context binding."""
     from assocmem.gpu.tasks import mqar as Mq
 
     out = {}
