@@ -20,7 +20,9 @@ first if the next call may reuse that folder).  From the repo root, this:
 - copies the benchmarks' files (``bench/``) to ``.resume/bench-TAG/`` and lists them: they go into
   ``benchmarks/`` under names that say the card and the question, by hand.
 
-It prints one line per action and writes nothing outside ``results/`` and ``.resume/``.
+It prints one line per action, then (in a git checkout) whether ``.whl`` and ``.resume`` fit beside the
+tree in what a call to a cold machine carries (``scripts/pack_carry.py``), and writes nothing outside
+``results/`` and ``.resume/``.
 """
 from __future__ import annotations
 
@@ -123,7 +125,24 @@ def ingest(returned: Path, tag: str, repo: Path, *, date: str | None = None, ove
         if done["bench"]:
             out(f"bench: {len(done['bench'])} file(s) in .resume/bench-{tag}/ (name and commit them under benchmarks/)")
     out(f"resume: {', '.join(done['resume'])} in .resume/ for the next call")
+    if (repo / ".git").exists():
+        done["carry"] = _carry_line(repo)
+        out(done["carry"])
     return done
+
+
+def _carry_line(repo: Path, limit_mib: float = 64.0) -> str:
+    """Whether the next call can carry ``.whl`` and ``.resume`` beside the tree to a cold machine
+    (``scripts/pack_carry.py``'s count against ``limit_mib``, 64 MiB)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pack_carry", Path(__file__).with_name("pack_carry.py"))
+    pc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pc)
+    limit = limit_mib * pc.MiB
+    total, _ = pc.report(repo, [".whl", ".resume"], limit)
+    head = f"carry to a cold machine (.whl, .resume, the tree): {total / pc.MiB:.1f} MiB of {limit_mib:g}"
+    return head + (": fits" if total <= limit else ": over; python3 scripts/pack_carry.py --repack")
 
 
 def main(argv=None) -> int:

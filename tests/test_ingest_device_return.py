@@ -108,3 +108,26 @@ def test_bad_input_is_one_line_naming_what_was_typed_and_writes_nothing(tmp_path
     assert p.returncode == 2 and p.stdout == ""
     assert len(p.stderr.strip().splitlines()) == 1 and flag in p.stderr and "Traceback" not in p.stderr
     assert sorted(p for p in repo.rglob("*")) == before
+
+
+def test_in_a_git_checkout_the_last_line_says_whether_the_next_carry_fits(tmp_path, repo):
+    """After the return is taken in, a git checkout gets one more line: the size of what a call to a cold
+    machine would carry (.whl, .resume and the tree) against 64 MiB, and the repacking command when it is
+    over (seen with the limit lowered to a byte); outside git (the other tests) there is no such line."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    mod = _module()
+    lines = []
+    done = mod.ingest(_returned(tmp_path), "s9call1", repo, date="2026-12-06", out=lines.append)
+    assert lines[-1] == done["carry"]
+    assert lines[-1].startswith("carry to a cold machine (.whl, .resume, the tree): ") and lines[-1].endswith(
+        "MiB of 64: fits")
+    over = mod._carry_line(repo, limit_mib=1e-6)           # one byte
+    assert over.endswith(": over; python3 scripts/pack_carry.py --repack"), over
+
+
+def test_outside_git_there_is_no_carry_line(tmp_path, repo):
+    lines = []
+    done = _module().ingest(_returned(tmp_path), "s9call1", repo, date="2026-12-06", out=lines.append)
+    assert "carry" not in done and not any(x.startswith("carry to") for x in lines)
