@@ -978,7 +978,7 @@ def mqar(ev: Evidence) -> None:
                           if short else ""))
     if later:
         ev.summary += "; other seeds: " + ", ".join(f"{k} {a:.2f}" for k, a in sorted(later.items()))
-    base = _mqar_base_runs(res)
+    base = _mqar_base_runs(res, all_runs)
     if base:
         # Fig. 4a's x-axis; the notes give no number to read off it, so this is a measurement, not a reading
         ev.record(base_test_acc_by_width={m: {str(w): row["acc"] for w, row in ws.items()} for m, ws in base.items()},
@@ -1223,13 +1223,13 @@ def _mqar_memorisation(res) -> dict:
         v = r["protocol"].get("variant", "base")
         if r["seed"] != 0 or v == "base" or not r.get("curve"):
             continue
-        # Update's training mixture reaches floor(update_train_frac · 16) updates at 16 pairs (all 16 by default)
-        top = math.floor(float(r["protocol"].get("update_train_frac", 1.0)) * 16 + 1e-9)
-        rows = [x for x in r["eval"].get("test", [])
-                if (x.get("n_updates", 0) <= top if v == "update" else x["n_pairs"] in Mq.BLOCK_TRAIN_PAIRS)]
+        # the (pairs, updates) the run's training mixture held (Update's up to update_train_frac of P)
+        trained = {(c.n_pairs, c.n_updates) for c in Mq.train_configs(
+            v, update_frac=float(r["protocol"].get("update_train_frac", 1.0)))[0]}
+        rows = [x for x in r["eval"].get("test", []) if (x["n_pairs"], x.get("n_updates", 0)) in trained]
         if not rows:
             continue
-        train = sum(x["acc"] for x in r["curve"][-8:]) / len(r["curve"][-8:])
+        train = Mq.final_train_acc(r["curve"])
         test = sum(x["acc"] for x in rows) / len(rows)
         out[f"{r['model']} {v}" + (f" [{r['_tag']}]" if r["_tag"] else "")] = {
                                     "lr": r["protocol"].get("lr"), "final_train_acc": round(train, 4),
@@ -1251,43 +1251,42 @@ def _mqar_acc(res, variant, xkey, x) -> dict:
     return out
 
 
-def _mqar_base_runs(res) -> dict:
-    """{model: {width: {"acc", "lr", "train_acc", "lrs_run"}}} of the seed-0 Base runs whose protocol is the default
-    one but for the width (Fig. 4a's x-axis) and the learning rate, widths ascending: per (model, width)
-    the run of best validation accuracy (the test accuracy where a run has none), as the paper picks the
-    rate, its test accuracy at length 512, 64 pairs, its rate, its final training accuracy (the mean
-    of the last 8 logged batches; None without a curve) and every rate run at that width."""
+def _mqar_base_runs(res, all_runs) -> dict:
+    """{model: {width: {"acc", "lr", "train_acc", "lrs_run"}}} of the seed-0 Base runs in ``res`` (the
+    claim's chosen runs: per tag, so per width, the rate of best validation accuracy) whose protocol is the
+    default one but for the width (Fig. 4a's x-axis) and the rate, widths ascending: the test accuracy at
+    length 512, 64 pairs, the rate, the final training accuracy (:func:`mqar.final_train_acc`) and every
+    rate of ``all_runs`` at that width."""
+    from assocmem.gpu.tasks import mqar as Mq
     from assocmem.gpu.tasks.train import PROTOCOL, protocol_tag, resolve_protocol
 
-    best, rates = {}, {}
-    for r in res:
+    def width_of(r):
+        """The run's width if it is a seed-0 Base run of the default protocol but for width and rate."""
         pr = r.get("protocol", {})
         if r["seed"] != 0 or pr.get("variant", "base") != "base":
-            continue
+            return None
         full = resolve_protocol("mqar", {k: v for k, v in pr.items() if k in PROTOCOL["mqar"]})
         if protocol_tag("mqar", {**full, "d_model": PROTOCOL["mqar"]["d_model"][0],
                                  "lr": PROTOCOL["mqar"]["lr"][0]}):
-            continue
-        test = [x for x in r["eval"].get("test", []) if x.get("seq_len") == 512 and x.get("n_pairs") == 64]
-        if not test:
-            continue
-        val = [x for x in r["eval"].get("val", []) if x.get("seq_len") == 512 and x.get("n_pairs") == 64] or test
-        score = sum(x["acc"] for x in val) / len(val)
-        tail = (r.get("curve") or [])[-8:]
-        key = (r["model"], int(full["d_model"]))
-        rates.setdefault(key, set()).add(float(full["lr"]))
-        if key not in best or score > best[key][0]:
-            best[key] = (score, {"acc": test[0]["acc"], "lr": float(full["lr"]),
-                                 "train_acc": sum(x["acc"] for x in tail) / len(tail) if tail else None})
+            return None
+        return int(full["d_model"])
+
+    rates = {}
+    for r in all_runs:
+        if width_of(r) is not None:
+            rates.setdefault((r["model"], width_of(r)), set()).add(
+                float(r["protocol"].get("lr", PROTOCOL["mqar"]["lr"][0])))
     out = {}
-    for (m, w), (_, row) in sorted(best.items()):
-        out.setdefault(m, {})[w] = {**row, "lrs_run": sorted(rates[(m, w)])}
+    for r in sorted(res, key=lambda r: (r["model"], width_of(r) or 0)):
+        w = width_of(r)
+        test = [x for x in r["eval"].get("test", []) if x.get("seq_len") == 512 and x.get("n_pairs") == 64]
+        if w is None or not test:
+            continue
+        out.setdefault(r["model"], {})[w] = {"acc": test[0]["acc"],
+                                             "lr": float(r["protocol"].get("lr", PROTOCOL["mqar"]["lr"][0])),
+                                             "train_acc": Mq.final_train_acc(r.get("curve")),
+                                             "lrs_run": sorted(rates[(r["model"], w)])}
     return out
-
-
-def _mqar_base_widths(res) -> dict:
-    """{model: {width: test query accuracy at length 512, 64 pairs}} of :func:`_mqar_base_runs`."""
-    return {m: {w: row["acc"] for w, row in ws.items()} for m, ws in _mqar_base_runs(res).items()}
 
 
 def _mqar_base_text(m: str, ws: dict) -> str:

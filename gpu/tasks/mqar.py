@@ -498,6 +498,13 @@ def train_configs(variant: str, *, update_frac: float = 1.0, **overrides) -> tup
     return cfgs, [1.0] * len(cfgs)
 
 
+def final_train_acc(curve) -> Optional[float]:
+    """A run's final training accuracy on its pool: the mean of the last 8 logged batches of ``curve``
+    (``[{"acc": …}, …]``), None without one.  Below ``1/P`` the run learned neither its pool nor the binding."""
+    tail = list(curve or [])[-8:]
+    return sum(x["acc"] for x in tail) / len(tail) if tail else None
+
+
 def testset_configs(variant: str, *, sweep: Optional[Sequence[int]] = None, **overrides) -> list[MQARConfig]:
     """The test configurations: base (512, 64); update (128, 16, U) for ``U`` in ``sweep``
     (default 0, 2, …, 16); block (128, P, b = 2) for ``P`` in ``sweep`` (default 2, 4, …, 16)."""

@@ -626,6 +626,7 @@ def mqar_data(results_dir, protocol=None, seed=0) -> dict:
     and draws that run's test accuracy).  A Base model whose chosen run at some width ended below 1/64
     training accuracy on its own pool (it learned neither the pool nor the binding) also lists those
     widths under ``"did_not_learn"``."""
+    from . import mqar as Mq
     from .train import IMPLEMENTATION_OPTIONS, PROTOCOL, resolve_protocol
 
     probe = dict(protocol or {})
@@ -654,8 +655,8 @@ def mqar_data(results_dir, protocol=None, seed=0) -> dict:
         score = sum(x["acc"] for x in sel) / len(sel)
         if v == "base":
             key, pts = (v, r["model"], pr["d_model"]), [(pr["d_model"], rows[0]["acc"])]
-            tail = (r.get("curve") or [])[-8:]
-            if tail and sum(x["acc"] for x in tail) / len(tail) < 1 / 64:
+            train = Mq.final_train_acc(r.get("curve"))
+            if train is not None and train < 1 / 64:
                 pts = [(x, a, "did not learn") for x, a in pts]
         else:
             xk = "n_updates" if v == "update" else "n_pairs"

@@ -429,3 +429,10 @@ def test_update_fraction_half_leaves_the_test_counts_above_eight_unseen():
 def test_update_fraction_out_of_range_is_refused(bad):
     with pytest.raises(ValueError, match="update_frac"):
         M.train_configs("update", update_frac=bad)
+
+
+def test_final_training_accuracy_is_the_mean_of_the_last_eight_logged_batches():
+    curve = [{"step": 25 * i, "acc": a} for i, a in enumerate([0.0] * 5 + [0.5] * 4 + [1.0] * 4, 1)]
+    assert M.final_train_acc(curve) == pytest.approx((4 * 0.5 + 4 * 1.0) / 8)
+    assert M.final_train_acc(curve[:3]) == 0.0
+    assert M.final_train_acc([]) is None and M.final_train_acc(None) is None
