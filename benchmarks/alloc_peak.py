@@ -12,7 +12,9 @@ their last reference goes. The peak is taken above what exists before the call, 
 
 Against the H200's measured peaks (``h200_bwd_segments.json`` and the S2 entry of README's table) the
 count is within 1 MiB: S1 1,933 / 644 / 702 MiB at one segment / ``L = 8`` / ``L = 16`` against 1,932 /
-643 / 701 measured, and S2's 1,492 before the change of 6 December against 1,491. It is not a
+643 / 701 measured, and S2's 1,492 before the change of 6 December against 1,491; after it, 1,108 against
+the 1,107 an H100 measured (``h100_S2_fwdbwd_peak.json``). ``--start-every 1,auto`` counts the segmented
+backward at each spacing of its kept start states (``ChunkConfig.bwd_start_every``). It is not a
 measurement of the CUDA caching allocator, whose rounding and fragmentation it does not model;
 the benchmark on the device remains the number to report.
 """

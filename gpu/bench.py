@@ -452,6 +452,8 @@ def ceilings_for(device_name: str) -> dict:
         if card in (device_name or ""):
             return {**c, "card": card}
     return {**CEILINGS, "card": f"H200 (assumed: {device_name or 'unknown device'} has no entry)"}
+
+
 RATES_NOTE = ("nominal work per (token, head): BL 5Dm + 4D^2 + 5D + 1 flops (the token-by-token filter's count, "
               "claim bl.cost) and the fp32 bytes of q, k, alpha, v in and o out plus l2, r2 (4(3D + 2m) + 8); fla's "
               "delta rules 6Dm flops (S k, the rank-1 update, S q; +Dm for GDN's decay) and bf16 q, k, v in, o out "
