@@ -864,3 +864,41 @@ def test_a_candidate_cause_listed_before_it_ran_is_named_then_must_be_documented
     assert r.status == "failed"
     bad = [it["name"] for it in r.items if not it["passed"]]
     assert any("under d_model-64" in n and "documented: none yet: document it" in n for n in bad), bad
+
+
+def test_a_width_for_both_panels_is_named_a_cause_only_while_it_keeps_the_other_panels_readings(tmp_path, monkeypatch):
+    """One hypothesis for panels b/c (scope "variant:block", "variant:update": the first names the trend's own
+    experiment).  Its Update runs alone do not reach the Block trend (a candidate not yet run); its Block runs
+    flip the Block reading, named as the cause; once its Update runs break a reading the default reproduces
+    (BL ≈ 0.88 at 16 updates), the flip is named as breaking it, not as the cause."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    monkeypatch.setitem(tasks.CAUSES, "mqar.block16_gdn_100_bl_75",
+                        [("d_model-64", None, "width 64", "variant:block", "variant:update")])
+    monkeypatch.setitem(tasks.CAUSES, "mqar.update16_gdn_conv_mamba2_60", [])
+    blk = lambda a: {"test": [{"n_pairs": p, "block_size": 2, "acc": a} for p in (2, 16)]}  # noqa: E731
+    upd = lambda a: {"test": [{"n_updates": u, "n_pairs": 16, "acc": a} for u in (0, 16)]}  # noqa: E731
+    for m, a in (("bl", 0.94), ("gdn", 1.0)):
+        _write(tmp_path, "mqar", m, 0, blk(a), protocol={"variant": "block"}, tag="variant-block")
+    for m, a in (("bl", 0.88), ("gdn", 0.99), ("gdn-conv", 1.0), ("mamba2", 0.81)):
+        _write(tmp_path, "mqar", m, 0, upd(a), protocol={"variant": "update"}, tag="variant-update")
+    w64 = {"d_model": 64}
+    # the width's Update run first (GDN, keeping its reading): the Block trend is not reached
+    _write(tmp_path, "mqar", "gdn", 0, upd(0.99), protocol={"variant": "update", **w64}, tag="variant-update__d_model-64")
+    r = _claim("task.mqar").run()
+    assert "candidates not yet run: d_model-64" in r.detail, r.detail
+    # its Block runs, BL near 0.75 and GDN near 1: measured, the claim fails until the outcome is written in
+    _write(tmp_path, "mqar", "bl", 0, blk(0.72), protocol={"variant": "block", **w64}, tag="variant-block__d_model-64")
+    _write(tmp_path, "mqar", "gdn", 0, blk(1.0), protocol={"variant": "block", **w64}, tag="variant-block__d_model-64")
+    assert _claim("task.mqar").run().status == "failed"
+    monkeypatch.setitem(tasks.CAUSES, "mqar.block16_gdn_100_bl_75",
+                        [("d_model-64", True, "width 64", "variant:block", "variant:update")])
+    r = _claim("task.mqar").run()
+    assert r.status == "disputed", [it["name"] for it in r.items if not it["passed"]]
+    assert "d_model-64 flips it (1 seed(s)): width 64" in r.detail and "also breaks" not in r.detail, r.detail
+    # BL's Update run at that width reads 0.50 at 16 updates (the default's 0.88 reproduces the notes)
+    _write(tmp_path, "mqar", "bl", 0, upd(0.50), protocol={"variant": "update", **w64}, tag="variant-update__d_model-64")
+    r = _claim("task.mqar").run()
+    assert "d_model-64 flips it but also breaks mqar.update16_bl_88" in r.detail, r.detail
+    assert "d_model-64 flips it (1 seed(s))" not in r.detail, r.detail
