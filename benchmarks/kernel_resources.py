@@ -230,14 +230,14 @@ def forward_kernels(shape) -> dict:
     """The chunked forward's covariance and mean kernels at ``shape`` with the default launch
     configuration (``chunk_bl`` at ``C = 16``, decays present, one noise group)."""
     from assocmem.gpu import _chunk_kernels as K
-    from assocmem.gpu.chunk import _block_d, _cov_maxnreg, _cov_warps, _resolve
+    from assocmem.gpu.chunk import _block_d, _cov_maxnreg, _cov_warps, _quotient_shape, _resolve
     from assocmem.gpu.config import ChunkConfig
 
     B, T, H, D, m = shape
     C = 16
     BD = _block_d(D)
     cfg = _resolve(ChunkConfig(), D, m, 1, B * H, False, SM_COUNT)
-    matmul = BD <= 64 and C <= 32                        # chunk._cov_kernel's rule, the decays safe
+    matmul = _quotient_shape(BD, C)                      # chunk._cov_kernel's rule, the decays safe
     kern = K.chunk_cov_fwd_mm_kernel if matmul else K.chunk_cov_fwd_kernel
     cov_warps = _cov_warps(cfg, matmul, C, BD)
     cov = dict(H=H, G=1, D=D, BD=BD, C=C, HAS_ALPHA=True, guard_ptr=None, bound=None)

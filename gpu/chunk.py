@@ -147,20 +147,31 @@ def _decay_guard(K, a, C: int):
     return out
 
 
+def _quotient_shape(BD: int, C: int) -> bool:
+    """Whether ``"auto"`` may take the quotient covariance kernel at this padded key width and chunk size
+    (its decays aside, :func:`_decays_safe`): ``D ≤ 64`` with ``C ≤ 32`` (faster than the row kernel on the
+    H200), and ``D = 128`` with ``C = 16`` at 8 warps (S2 on an H100, forward 5.36 ms against the row
+    kernel's 9.60, both under CUDA graphs 5.36 / 9.73: ``h100_S2_fwd_quotient.json`` beside ``h100_S2_fwd_rows_vs_fla.json``; offline
+    36 B of spills a thread against the row kernel's 1,628, ``cpu_cov_S2_candidates.json``; fp32 error in
+    the collapsing regime within 1.0-1.5x of token by token, ``cpu_scan_precision_D128_quotient.json``).
+    ``C = 32`` and ``64`` at ``D = 128`` spill (not measured on a GPU)."""
+    return (BD <= 64 and C <= 32) or (BD == 128 and C <= 16)
+
+
 def _cov_warps(cfg: ChunkConfig, matmul: bool, C: int, BD: int) -> int:
     """The covariance kernel's warps: ``cfg.cov_warps``, else the quotient kernel 4 at ``C = 16`` and 8 at
-    ``C = 32``, the row kernel 8 above ``D = 32`` (else 4)."""
+    ``C = 32`` (8 at ``D = 128``: 4 spill), the row kernel 8 above ``D = 32`` (else 4)."""
     if cfg.cov_warps is not None:
         return cfg.cov_warps
-    return (4 if C <= 16 else 8) if matmul else (4 if BD <= 32 else 8)
+    return (4 if C <= 16 and BD <= 64 else 8) if matmul else (4 if BD <= 32 else 8)
 
 
 def _cov_kernel(K, cfg: ChunkConfig, a, C: int, D: int):
     """The covariance-pass kernel and its warps, ``(kernel, warps)``.
 
-    ``"auto"`` takes the quotient kernel where it is valid (:func:`_decays_safe`) and was the
-    faster one on the H200 (``D ≤ 64`` and ``C ≤ 32``; at ``D = 128`` or ``C = 64`` its
-    registers spill).  Inside a CUDA graph capture the decays cannot be read on the host, so
+    ``"auto"`` takes the quotient kernel where it is valid (:func:`_decays_safe`) and was measured
+    the faster one (:func:`_quotient_shape`: ``D ≤ 64`` with ``C ≤ 32``, ``D = 128`` with
+    ``C = 16``).  Inside a CUDA graph capture the decays cannot be read on the host, so
     ``"auto"`` with decays takes the row kernel there (valid for every decay); name
     ``cov_kernel="matmul"`` to capture the quotient kernel for decays known to be safe, or
     ``"device"``, which makes ``"auto"``'s choice on the device (:func:`_cov_launches`; here it is
@@ -169,7 +180,7 @@ def _cov_kernel(K, cfg: ChunkConfig, a, C: int, D: int):
     BD = _block_d(D)
     kind = cfg.cov_kernel
     if kind in ("auto", "device"):
-        if not (BD <= 64 and C <= 32):
+        if not _quotient_shape(BD, C):
             kind = "rows"
         elif a is None:
             kind = "matmul"
@@ -201,13 +212,13 @@ def _cov_launches(K, cfg: ChunkConfig, a, C: int, D: int):
     """The covariance pass's launches, ``[(kernel, warps, select), …]`` in launch order.
 
     One launch (``select = 0``, :func:`_cov_kernel`) except for ``cov_kernel="device"`` where
-    ``"auto"`` would read the decays on the host (decays, ``D ≤ 64``, ``C ≤ 32``): then both
+    ``"auto"`` would read the decays on the host (decays, :func:`_quotient_shape`): then both
     kernels, the quotient one with ``select = 1`` (it runs if the guard pass, :func:`_decay_guard`,
     finds the decays safe) and the row one with ``select = 2`` (it runs if not), each with the warps
     it would have alone.  The kernel that is not picked returns before it reads or writes anything,
     so the order does not matter and the outputs are the picked kernel's, bit for bit."""
     BD = _block_d(D)
-    if cfg.cov_kernel == "device" and a is not None and BD <= 64 and C <= 32:
+    if cfg.cov_kernel == "device" and a is not None and _quotient_shape(BD, C):
         return [(K.chunk_cov_fwd_mm_kernel, _cov_warps(cfg, True, C, BD), 1),
                 (K.chunk_cov_fwd_kernel, _cov_warps(cfg, False, C, BD), 2)]
     return [(*_cov_kernel(K, cfg, a, C, D), 0)]

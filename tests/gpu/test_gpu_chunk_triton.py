@@ -263,7 +263,8 @@ def test_bl_chunked_triton_claim_layer(monkeypatch):
 
 
 def test_covariance_kernel_choice(interpret):
-    """``auto`` takes the quotient kernel only where it is valid and was faster on the H200."""
+    """``auto`` takes the quotient kernel only where it is valid and was measured faster (D ≤ 64 with C ≤ 32 on
+    the H200; D = 128 with C = 16, at 8 warps, on an H100: ``benchmarks/h100_S2_fwd_quotient.json``)."""
     from assocmem.gpu.chunk import _cov_kernel, chunk_kernels, default_chunk_config
 
     K = chunk_kernels(True)
@@ -272,11 +273,14 @@ def test_covariance_kernel_choice(interpret):
     assert pick(64, 16) == (K.chunk_cov_fwd_mm_kernel, 4)
     assert pick(64, 32) == (K.chunk_cov_fwd_mm_kernel, 8)
     assert pick(64, 64) == (K.chunk_cov_fwd_kernel, 8)
-    assert pick(128, 16) == (K.chunk_cov_fwd_kernel, 8)
+    assert pick(128, 16) == (K.chunk_cov_fwd_mm_kernel, 8)
+    assert pick(128, 32) == (K.chunk_cov_fwd_kernel, 8)
+    assert pick(128, 16, cov_warps=4) == (K.chunk_cov_fwd_mm_kernel, 4)
     assert pick(16, 16, a=None) == (K.chunk_cov_fwd_mm_kernel, 4)
     z = a.clone()
     z[0, 3, 0, 2] = 0.0
     assert pick(64, 16, a=z) == (K.chunk_cov_fwd_kernel, 8)
+    assert pick(128, 16, a=z) == (K.chunk_cov_fwd_kernel, 8)
     assert pick(64, 16, a=z, cov_kernel="matmul", cov_warps=2) == (K.chunk_cov_fwd_mm_kernel, 2)
     assert default_chunk_config(128, 128, 1).mean_precision == "tf32x3"
     assert default_chunk_config(64, 64, 1).mean_precision == "ieee"

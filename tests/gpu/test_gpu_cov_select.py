@@ -24,6 +24,7 @@ SHAPES = [  # (B, T, H, D, m, G, C): T not a multiple of C throughout
     (1, 19, 1, 24, 8, 2, 16),               # D not a power of two (BD = 32)
     (1, 21, 1, 64, 16, 1, 16),
     (2, 40, 1, 64, 8, 1, 32),
+    (1, 21, 1, 100, 8, 1, 16),              # BD = 128: the quotient kernel at 8 warps where safe
 ]
 # what cov_kernel="device" must equal: the kernel the decays call for
 EXPECT = {"safe": "matmul", "tiny": "rows", "zero": "rows", "deep": "rows", "none": "auto"}
@@ -151,7 +152,8 @@ def _fake():
     (64, 32, None, [("matmul", 8, 1), ("rows", 8, 2)]),
     (32, 32, None, [("matmul", 8, 1), ("rows", 4, 2)]),
     (16, 16, 2, [("matmul", 2, 1), ("rows", 2, 2)]),
-    (128, 16, None, [("rows", 8, 0)]),                    # outside D ≤ 64, C ≤ 32: auto's row kernel
+    (128, 16, None, [("matmul", 8, 1), ("rows", 8, 2)]),  # D = 128 at C = 16: the quotient one at 8 warps
+    (128, 32, None, [("rows", 8, 0)]),                    # outside chunk._quotient_shape: auto's row kernel
     (64, 64, None, [("rows", 8, 0)]),
 ])
 def test_launches_and_warps(monkeypatch, D, C, warps, expect):
