@@ -773,6 +773,31 @@ def device40():
     return jobs + [j for j in device33() if job_name(j) not in names]
 
 
+def device41():
+    """The next plan for issue 16 after :func:`device40` (6 December, fourth session), whose runs measured that
+    panel c's width explains the Block reading on one seed (BL 0.705 at 16 pairs at width 64, GDN 0.996) and
+    that Update's training range does not explain the Update one (GDN-conv 1.000, Mamba2 0.803).  Width 64 is
+    one hypothesis for both panels, so first what it says of Update:
+
+    - GDN-conv and Mamba2 on Update at width 64 (their checkpoints at steps 21,000 and 14,000 in
+      ``.resume/``, about 2 and 5 minutes), the disputed Update reading at that width;
+    - BL and GDN on Update at width 64 at their picked Update rates (1e-2 both), the two Update readings the
+      default reproduces (BL ≈ 0.88, GDN ≈ 0.98): a width that flips Block but breaks these is not the
+      paper's protocol (``task.mqar`` names it so);
+    - BL on Block at width 64, seeds 1 and 2 (at width 128 its seeds read 0.88-1.00: one seed's 0.705 is
+      not yet a finding), GDN beside it on seed 1;
+    - then the rest of :func:`device40` (GDN at width 256 on Base at 1e-3, Mamba2 on Base, ``device33``'s
+      seeds)."""
+    jobs = grid("mqar", ["gdn-conv"], [0], {"variant": "update", "d_model": 64})
+    jobs += grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 1e-2, "d_model": 64})
+    jobs += grid("mqar", ["bl"], [0], {"variant": "update", "lr": 1e-2, "d_model": 64})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "update", "lr": 1e-2, "d_model": 64})
+    jobs += grid("mqar", ["bl"], [1, 2], {"variant": "block", "lr": 1e-2, "d_model": 64})
+    jobs += grid("mqar", ["gdn"], [1], {"variant": "block", "d_model": 64})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device40() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -793,7 +818,7 @@ def mqar_lr():
 
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
          "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34, "device35": device35, "device35b": device35b, "device36": device36, "device37": device37, "device38": device38, "device39": device39,
-         "device40": device40}
+         "device40": device40, "device41": device41}
 
 
 def cost(job) -> float:

@@ -329,7 +329,7 @@ def test_campaign_heavy_gpus_and_cli(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("plan, limit", [("device37", 3), ("device37", None), ("device38", None), ("device39", None),
-                                         ("device40", 4), ("paper", 4)])
+                                         ("device40", 4), ("device41", 8), ("paper", 4)])
 def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, plan, limit):
     """--order-file: TASK/NAME of each run, one a line, in the plan's order even under --longest-first (the device
     script ranks equal checkpoints by it)."""
@@ -357,6 +357,18 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
                                                   "mqar/mamba2__variant-update__lr-0.01__update_train_frac-0.5_s0"]
         jobs = campaign.PLANS[plan]()
         assert dict(jobs[6][3]) == {"variant": "base", "lr": 1e-3, "d_model": 256}
+    if plan == "device41":     # the two unfinished width-64 Update runs, then what width 64 says of Update's
+        # reproduced readings, then BL's Block seeds at width 64; device40's finished runs not again
+        assert order.read_text().splitlines() == ["mqar/gdn-conv__variant-update__d_model-64_s0",
+                                                  "mqar/mamba2__variant-update__d_model-64__lr-0.01_s0",
+                                                  "mqar/bl__variant-update__d_model-64__lr-0.01_s0",
+                                                  "mqar/gdn__variant-update__d_model-64__lr-0.01_s0",
+                                                  "mqar/bl__variant-block__d_model-64__lr-0.01_s1",
+                                                  "mqar/bl__variant-block__d_model-64__lr-0.01_s2",
+                                                  "mqar/gdn__variant-block__d_model-64_s1",
+                                                  "mqar/bl__variant-block__d_model-64__lr-0.01_s0"]
+        names = [campaign.job_name(j) for j in campaign.PLANS[plan]()]
+        assert len(names) == len(set(names))
 
 
 def test_campaign_longest_first_and_partials(tmp_path):
