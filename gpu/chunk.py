@@ -150,10 +150,11 @@ def _decay_guard(K, a, C: int):
 def _quotient_shape(BD: int, C: int) -> bool:
     """Whether ``"auto"`` may take the quotient covariance kernel at this padded key width and chunk size
     (its decays aside, :func:`_decays_safe`): ``D ≤ 64`` with ``C ≤ 32`` (faster than the row kernel on the
-    H200), and ``D = 128`` with ``C = 16`` at 8 warps (S2 on an H100, forward 5.36 ms against the row
-    kernel's 9.60, both under CUDA graphs 5.36 / 9.73: ``h100_S2_fwd_quotient.json`` beside ``h100_S2_fwd_rows_vs_fla.json``; offline
-    36 B of spills a thread against the row kernel's 1,628, ``cpu_cov_S2_candidates.json``; fp32 error in
-    the collapsing regime within 1.0-1.5x of token by token, ``cpu_scan_precision_D128_quotient.json``).
+    H200), and ``D = 128`` with ``C = 16`` at 8 warps (S2 on an H100: forward 5.36 ms against the row
+    kernel's 9.60, under CUDA graphs 5.36 against 9.73, ``benchmarks/h100_S2_fwd_quotient.json`` and
+    ``h100_S2_fwd_rows_vs_fla.json``; offline 36 B of spills a thread against the row kernel's 1,628,
+    ``cpu_cov_S2_candidates.json``; fp32 error in the collapsing regime within 1.0-1.5x of token by
+    token, ``cpu_scan_precision_D128_quotient.json``).
     ``C = 32`` and ``64`` at ``D = 128`` spill (not measured on a GPU)."""
     return (BD <= 64 and C <= 32) or (BD == 128 and C <= 16)
 

@@ -261,7 +261,8 @@ DAG_DELTAFORMER_ABLATIONS = [
 # ablation run on some arms of a trend only); "variant:V" in the scope counts only the tag's runs of
 # MQAR's experiment V (several: the runs of each, swapped in together, so that an ablation which flips
 # one reading and breaks another one the default reproduces is named as such; the first names the
-# trend's own experiment, and the ablation reaches the trend only with a run of it).  An ablation whose outcome differs from the default's isolates a cause; the check
+# trend's own experiment, and the ablation reaches the trend only with a run of it).  An ablation
+# whose outcome differs from the default's isolates a cause; the check
 # asserts the documented outcome under every ablation listed (docs/tasks.md, "Causes").  An outcome of
 # None is a candidate listed before it ran: the summary names it "not yet run", and once its runs reach the
 # trend the check fails until the measured outcome is written in.
@@ -487,8 +488,9 @@ def _causes(ev, trend_fn, key, text, default, by_tag, reproduced=None) -> str:
     for tag, doc, meaning, *scope in CAUSES.get(key, []):
         runs = by_tag.get(tag, [])
         # "variant:V" in the scope: only the tag's runs of those experiments count (MQAR's Base runs at another
-        # width 64 with Update or Block); the first one named is the trend's own experiment, and without a run
-        # of it the ablation has not reached the trend (the others' runs only test what it breaks)
+        # width share the tag d_model-64 with a width ablation of Update or Block); the first one named is the
+        # trend's own experiment, and without a run of it the ablation has not reached the trend (the others'
+        # runs only test what it breaks)
         variants = [x.split(":", 1)[1] for x in scope if x.startswith("variant:")]
         if variants:
             runs = [r for r in runs if r.get("protocol", {}).get("variant", "base") in variants]
