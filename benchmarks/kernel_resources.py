@@ -274,16 +274,17 @@ def _consts(fn, values: dict) -> dict:
             if p.name in values and (p.is_constexpr or values[p.name] is None)}
 
 
-def backward_kernels(shape, state_dot: str = "right") -> dict:
+def backward_kernels(shape, state_dot: str = "right", bwd_BV: int | None = None, bwd_warps: int | None = None) -> dict:
     """The chunked backward's kernels (``chunk._chunk_backward``) at ``shape`` with the default launch
-    configuration: the state scans, the per-chunk passes and the epilogue."""
+    configuration (``bwd_BV``, ``bwd_warps``: other values of the two): the state scans, the per-chunk
+    passes and the epilogue."""
     from assocmem.gpu import _chunk_bwd_kernels as KB
     from assocmem.gpu.chunk import _block_d, _resolve
     from assocmem.gpu.config import ChunkConfig
 
     B, T, H, D, m = shape
     C = 16
-    cfg = _resolve(ChunkConfig(), D, m, 1, B * H, False)
+    cfg = _resolve(ChunkConfig(bwd_BV=bwd_BV, bwd_warps=bwd_warps), D, m, 1, B * H, False)
     NVG = -(-m // cfg.bwd_BV)
     values = dict(H=H, G=1, D=D, BD=_block_d(D), C=C, HAS_ALPHA=True, PREC=cfg.bwd_precision, M=m, MG=m,
                   BV=cfg.bwd_BV, NVG=NVG, STORE_END=True, NEED_DG=True, STATE_LEFT=state_dot == "left")
@@ -408,6 +409,10 @@ def main(argv=None) -> int:
                         "row kernel (the default there: 8 warps, register cap 255) against the quotient kernel at "
                         "4 and 8 warps with the state left and right (cov_kernel=matmul), resources and SASS per "
                         "chunk step")
+    p.add_argument("--bwd-variants", default="",
+                   help="also the chunked backward's kernels at each shape of --shapes with these "
+                        "bwd_BV:bwd_warps[:state_dot] (comma list; '' for none, the default): e.g. at S2, where "
+                        "\"auto\" keeps the token-by-token backward because these spill")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     res = {"provenance": provenance({"triton": triton.__version__, "target": "sm_90a (offline: no GPU)"}),
@@ -420,6 +425,13 @@ def main(argv=None) -> int:
         entry["fused_recurrent"] = fused_kernels(SHAPES[name])
         res["shapes"][name] = entry
         print(name, json.dumps(entry))
+    for item in filter(None, a.bwd_variants.split(",")):
+        bv, warps, *sd = item.split(":")
+        sd = sd[0] if sd else "right"
+        for name in a.shapes.split(","):
+            r = backward_kernels(SHAPES[name], sd, int(bv), int(warps))
+            res.setdefault("backward_variants", {}).setdefault(name, []).append(r)
+            print("backward variant", name, item, json.dumps(r))
     if a.variants:
         from assocmem.gpu import _chunk_kernels as K
 

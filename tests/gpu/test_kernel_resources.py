@@ -192,3 +192,28 @@ def test_s2_candidates_compile_what_the_launches_would(monkeypatch):
     assert [c["STATE_LEFT"] for _, c, _, _ in seen[1:]] == [True, True, False, False]
     assert all(c["D"] == c["BD"] == 128 and c["C"] == 16 and c["HAS_ALPHA"] for _, c, _, _ in seen)
     assert trips == [16] * 5 and all("by_source_line" not in e["sass_per_chunk_step"] for e in out)
+
+
+def test_bwd_variants_launch_the_backward_at_the_given_block_and_warps(monkeypatch, tmp_path):
+    """``--bwd-variants BV:warps[:state_dot]``: the chunked backward's kernels at each shape with those launch
+    values (the epilogue keeps its own warps), one entry per shape and variant (compiles stubbed)."""
+    import json
+
+    kr = _module()
+    seen = []
+    monkeypatch.setattr(kr, "resources", lambda fn, consts, warps, cap=None: seen.append((fn, consts, warps))
+                        or {"warps": warps})
+    monkeypatch.setattr(kr, "forward_kernels", lambda shape: {})
+    monkeypatch.setattr(kr, "fused_kernels", lambda shape: {})
+    out = tmp_path / "r.json"
+    assert kr.main(["--shapes", "S2", "--variants", "", "--mean-variants", "", "--bwd-variants", "16:4:left,32:16",
+                    "--out", str(out)]) == 0
+    got = json.loads(out.read_text())["backward_variants"]["S2"]
+    assert [(e["bwd_BV"], e["bwd_warps"], e["state_dot"]) for e in got] == [(16, 4, "left"), (32, 16, "right")]
+    first = [s for s in seen[:8] if s[0].fn.__name__ != "chunk_bwd_epilogue_kernel"]
+    assert len(first) == 7 and all(w == 4 and c["D"] == 128 for _, c, w in first)
+    blocked = [c for _, c, _ in first if "BV" in c]
+    assert blocked and all(c["BV"] == 16 and c.get("NVG", 8) == 8 for c in blocked)
+    assert any(c.get("STATE_LEFT") for _, c, _ in first)
+    assert all(c["BV"] == 32 for _, c, _ in seen[8:] if "BV" in c)
+    assert {w for f, _, w in seen if f.fn.__name__ == "chunk_bwd_epilogue_kernel"} == {4}
