@@ -1015,7 +1015,7 @@ def mqar(ev: Evidence) -> None:
     for r in all_runs:
         for k, m in _mqar_memorisation([r]).items():
             every_rate.setdefault(k, []).append(m)
-    stuck, listed = [], set()
+    stuck, listed, diagnostics = [], set(), []
     for k in stuck_keys:
         ms = sorted(every_rate.get(k, [memo[k]]), key=lambda m: -1.0 if m["lr"] is None else float(m["lr"]))
         lr = ", ".join("unrecorded" if m["lr"] is None else format(m["lr"], "g") for m in ms)
@@ -1036,10 +1036,9 @@ def mqar(ev: Evidence) -> None:
             seen.append(f"{_probe_settings(r, backbone=True)}: {acc_text(r)}"
                         + (f" (same probe: {', '.join(o['spec'] + ' ' + acc_text(o) for o in others)})"
                            if others else ""))
-        if seen and mixer in listed:                # one mixer's probes are listed once
-            text += " (its fresh-data probes: as above)"
-        elif seen:
-            text += f" (its fresh-data probes: {'; '.join(seen)})"
+        if seen and mixer not in listed:            # one mixer's probes are listed once
+            diagnostics.append(f"{mixer}'s fresh-data probes (does it bind at all in our harness?): "
+                               + "; ".join(seen))
             listed.add(mixer)
         stuck.append(text)
     if stuck:
@@ -1048,32 +1047,33 @@ def mqar(ev: Evidence) -> None:
         partial = _mqar_partial_runs(stuck_keys)
         if partial:
             ev.record(did_not_learn_partial_runs=partial)
-            ev.summary += "; their partial runs (stopped by a call's limit, not results): " + "; ".join(
+            diagnostics.append("partial runs of the models that did not learn (stopped by a call's limit, not "
+                               "results): " + "; ".join(
                 f"{p['run']} at step {p['step']:,}: training accuracy {p['train_acc']:.2f}, "
                 + (f"{p['exit_acc']:g} first at step {p['exit_step']:,}" if p["exit_step"] is not None
                    else f"not yet {p['exit_acc']:g}")
-                for p in partial)
+                for p in partial))
     drift = _mqar_decay_drift()
     if drift:
         ev.record(decay_drift=drift)
-        ev.summary += "; " + "; ".join(
+        diagnostics.append("; ".join(
             f"{r['model']} {r['variant']} (lr {r['lr']:g}) at step {r['step']:,}: its A_log and dt_bias moved "
             f"the weight decay's way, {r['share_range'][0]:.2f}-{r['share_range'][1]:.2f} times as far as the "
             f"decay alone moves them (retention per token at the bias "
             f"{min(min(x) for x in r['retention_init']):.2f}-{max(max(x) for x in r['retention_init']):.2f} at "
             f"the start, {min(min(x) for x in r['retention_then']):.2f}-"
             f"{max(max(x) for x in r['retention_then']):.2f} then; its ablation: wd_exempt=marked)"
-            for r in drift if r["share_range"])
+            for r in drift if r["share_range"]))
     exempt = _mqar_wd_exempt_pairs()
     if exempt:
         ev.record(wd_exempt_ablation=exempt)
-        ev.summary += "; " + "; ".join(
+        diagnostics.append("; ".join(
             f"{r['run']} against {r['baseline']} (A_log / dt_bias not decayed against decayed), training curves "
             f"to step {r['to_step']:,} of {r['steps']:,}: loss within {r['max_abs_dloss']:.3f} at every logged "
             f"step, accuracy {r['acc_exempt']:.4f} against {r['acc_decayed']:.4f} at step {r['to_step']:,}"
             + (": the same course, so the weight decay on those parameters does not shape its training over "
                "those steps" if r["same_course"] else ": the exemption changes its course")
-            for r in exempt)
+            for r in exempt))
     if probes:
         ev.record(fresh_data_probes=probes)
         order = ("mlp", "zoology", "mixers")          # ours before 2 December, the default, Zoology's Mamba2 block
@@ -1087,8 +1087,15 @@ def mqar(ev: Evidence) -> None:
                      + (f" ({'both' if len(names) == 2 else 'all'} below 1/P = {b['one_of_the_values']:.2f}: too "
                         f"short to say)" if max(b[x] for x in names) < b["one_of_the_values"] else "")
                      for b in bs]
-            ev.summary += (f"; fresh-data probe ({cfg}; not the paper's protocol), test accuracy under "
-                           + " -> ".join(f"backbone={x}" for x in names) + ": " + ", ".join(pairs))
+            diagnostics.append(f"fresh-data probe ({cfg}; not the paper's protocol), test accuracy under "
+                               + " -> ".join(f"backbone={x}" for x in names) + ": " + ", ".join(pairs))
+    # the diagnostics of runs that did not learn (why, and whether the mixer binds at all here) are the
+    # report's notes: the summary line, which the README's table shows, names how many there are
+    for text in diagnostics:
+        ev.note(text)
+    if diagnostics:
+        ev.summary += (f"; {len(diagnostics)} diagnostic note(s) in the report (fresh-data probes, partial runs, "
+                       "weight-decay checks)")
 
 
 def _mqar_decay_drift() -> list:

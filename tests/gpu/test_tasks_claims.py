@@ -23,6 +23,11 @@ def _write(d, task, model, seed, ev, protocol=None, curve=(), tag=""):
     (d / task / name).write_text(json.dumps(rec))
 
 
+def _notes(r) -> str:
+    """A claim's report notes as one text (the MQAR diagnostics live there, not in the summary line)."""
+    return "\n".join(r.notes)
+
+
 def _collision(d, accs, seeds=(0, 1, 2), protocol=None, tag=""):
     for m, (a, marg) in accs.items():
         for s in seeds:
@@ -393,23 +398,24 @@ def test_mqar_names_a_run_that_did_not_learn(tmp_path, monkeypatch):
     assert r.computed["did_not_learn"] == ["mamba2 update"]
     assert ("did not learn (below 1/P on its own pool): mamba2 update (lr 0.001): training accuracy 0.02, "
             "test 0.00, 1/P 0.06") in r.detail, r.detail
-    assert "fresh-data probes" not in r.detail
-    # a fresh-data probe of the same mixer (does it bind at all in our harness?) is named beside it
+    assert "fresh-data probes" not in _notes(r) and "diagnostic note" not in r.detail
+    # a fresh-data probe of the same mixer (does it bind at all in our harness?) is a note of the report; the
+    # summary line (the README's table) names the notes, not their text
     (tmp_path / "mqar" / "probes").mkdir(parents=True)
     probe = {"settings": {"variant": "block", "config": "24,4,2", "vocab": 64, "lr": 3e-3, "backbone": "zoology"},
              "runs": [{"spec": "mamba2", "steps_done": 2500, "test": [{"n_pairs": 4, "n_updates": 0, "acc": 0.98}]},
                       {"spec": "bl", "steps_done": 2500, "test": [{"n_pairs": 4, "n_updates": 0, "acc": 0.5}]}]}
     (tmp_path / "mqar" / "probes" / "p.json").write_text(json.dumps(probe))
     r = _claim("task.mqar").run()
-    assert ("1/P 0.06 (its fresh-data probes: T,P,b = 24,4,2, vocab 64, lr 0.003, backbone zoology, 2500 steps: P4U0 0.98 "
-            "(same probe: bl P4U0 0.50))" in r.detail), r.detail
-    # a second run of the same mixer that did not learn (another protocol) points to the list, not a copy of it
+    assert ("mamba2's fresh-data probes (does it bind at all in our harness?): T,P,b = 24,4,2, vocab 64, lr 0.003, "
+            "backbone zoology, 2500 steps: P4U0 0.98 (same probe: bl P4U0 0.50)" in _notes(r)), r.notes
+    assert "P4U0" not in r.detail and "1 diagnostic note(s) in the report" in r.detail, r.detail
+    # a second run of the same mixer that did not learn (another protocol) does not repeat the list
     _write(tmp_path, "mqar", "mamba2", 0, {"test": rows}, protocol={"variant": "update", "lr": 1e-3, "init": "zoology"},
            curve=curve, tag="variant-update__init-zoology")
     r = _claim("task.mqar").run()
-    assert "mamba2 update [init-zoology] (lr 0.001): training accuracy 0.02, test 0.00, 1/P 0.06 (its fresh-data " \
-           "probes: as above)" in r.detail, r.detail
-    assert r.detail.count("backbone zoology, 2500 steps: P4U0 0.98") == 1
+    assert "mamba2 update [init-zoology] (lr 0.001): training accuracy 0.02, test 0.00, 1/P 0.06" in r.detail, r.detail
+    assert _notes(r).count("backbone zoology, 2500 steps: P4U0 0.98") == 1
     (tmp_path / "mqar" / "mamba2__variant-update__init-zoology_s0.json").unlink()
     # a probe at another width and initialisation is named with them, and only its own settings' mixers beside it
     probe2 = {"settings": {"variant": "block", "config": "24,4,1", "vocab": 8192, "lr": 3e-3, "backbone": "zoology",
@@ -417,8 +423,8 @@ def test_mqar_names_a_run_that_did_not_learn(tmp_path, monkeypatch):
               "runs": [{"spec": "mamba2", "steps_done": 1000, "test": [{"n_pairs": 4, "n_updates": 0, "acc": 0.0}]}]}
     (tmp_path / "mqar" / "probes" / "q.json").write_text(json.dumps(probe2))
     r = _claim("task.mqar").run()
-    assert ("; T,P,b = 24,4,1, vocab 8192, width 64, lr 0.003, init zoology, backbone zoology, 1000 steps: P4U0 0.00)"
-            in r.detail), r.detail
+    assert ("; T,P,b = 24,4,1, vocab 8192, width 64, lr 0.003, init zoology, backbone zoology, 1000 steps: P4U0 0.00"
+            in _notes(r)), r.notes
     (tmp_path / "mqar" / "probes" / "q.json").unlink()
     # a second rate of the grid that did not learn either is named beside the chosen one, in rate order
     curve3 = [{"step": 25 * i, "loss": 7.2, "acc": 0.05} for i in range(1, 11)]
@@ -461,17 +467,19 @@ def test_mqar_names_the_partial_runs_of_a_model_that_did_not_learn(tmp_path, mon
     partial("gdn__variant-update_s0", [0.2, 0.9])
     partial("mamba2__variant-block_s0", [0.2, 0.9])                # another variant: not this run's
     r = _claim("task.mqar").run()
-    assert ("their partial runs (stopped by a call's limit, not results): mamba2__variant-update__lr-0.0003_s0 at "
-            "step 200: training accuracy 0.01, not yet 0.5; mamba2__variant-update__lr-0.01_s0 at step 500: training "
-            "accuracy 0.90, 0.5 first at step 400") in r.detail, r.detail
-    assert "gdn__variant-update_s0" not in r.detail and "mamba2__variant-block_s0" not in r.detail
+    assert ("partial runs of the models that did not learn (stopped by a call's limit, not results): "
+            "mamba2__variant-update__lr-0.0003_s0 at step 200: training accuracy 0.01, not yet 0.5; "
+            "mamba2__variant-update__lr-0.01_s0 at step 500: training accuracy 0.90, 0.5 first at step 400"
+            ) in _notes(r), r.notes
+    assert "gdn__variant-update_s0" not in _notes(r) and "mamba2__variant-block_s0" not in _notes(r)
+    assert "mamba2__variant-update__lr-0.01_s0" not in r.detail, r.detail
     got = {p["run"]: p for p in r.computed["did_not_learn_partial_runs"]}
     assert got["mamba2__variant-update__lr-0.01_s0"]["options"] == {"lr": "0.01"}
     # once the model learns (its run at 1/P or above) the partial runs are not listed
     _write(tmp_path, "mqar", "mamba2", 0, {"test": rows}, protocol={"variant": "update", "lr": 1e-3},
            curve=[{"step": 25 * i, "loss": 2.0, "acc": 0.5} for i in range(1, 11)], tag="variant-update")
     r = _claim("task.mqar").run()
-    assert "their partial runs" not in r.detail and "did_not_learn_partial_runs" not in r.computed
+    assert "partial runs of the models" not in _notes(r) and "did_not_learn_partial_runs" not in r.computed
 
 
 def test_a_finished_arm_that_breaks_a_reading_decides_it_before_the_others_finish(tmp_path, monkeypatch):
@@ -516,8 +524,9 @@ def test_mqar_names_a_run_that_memorised_its_pool(tmp_path, monkeypatch):
 
 
 def test_mqar_reports_fresh_data_probes_side_by_side_per_backbone(tmp_path, monkeypatch):
-    """Probes of one configuration under both backbones are put side by side in the line a user reads,
-    said not to be the paper's protocol; a probe under one backbone only is recorded but not compared."""
+    """Probes of one configuration under both backbones are put side by side in a note of the report, said
+    not to be the paper's protocol, and the summary line counts the notes; a probe under one backbone only
+    is recorded but not compared."""
     from assocmem.claims import tasks
 
     monkeypatch.setattr(tasks, "RESULTS", tmp_path)
@@ -533,16 +542,18 @@ def test_mqar_reports_fresh_data_probes_side_by_side_per_backbone(tmp_path, monk
 
     probe("a.json", "mlp", {"bl": 0.71, "gdn": 0.24})
     r = _claim("task.mqar").run()
-    assert len(r.computed["fresh_data_probes"]["runs"]) == 2 and "fresh-data probe" not in r.detail
+    assert len(r.computed["fresh_data_probes"]["runs"]) == 2 and "fresh-data probe" not in _notes(r)
+    assert "diagnostic note" not in r.detail
     probe("b.json", "zoology", {"bl": 0.99, "gdn": 0.97})
     r = _claim("task.mqar").run()
     assert ("fresh-data probe (T,P,b = 24,4,2, vocab 64, lr 0.003, 2500 steps; not the paper's protocol), test accuracy "
-            "under backbone=mlp -> backbone=zoology: bl 0.71 -> 0.99, gdn 0.24 -> 0.97") in r.detail, r.detail
+            "under backbone=mlp -> backbone=zoology: bl 0.71 -> 0.99, gdn 0.24 -> 0.97") in _notes(r), r.notes
+    assert "1 diagnostic note(s) in the report" in r.detail and "0.71 -> 0.99" not in r.detail, r.detail
     assert r.status == "pending"                                  # probes never decide a reading
     probe("c.json", "mlp", {"bl": 0.06}, config="128,8,2")
     probe("d.json", "zoology", {"bl": 0.01}, config="128,8,2")
     r = _claim("task.mqar").run()
-    assert "bl 0.06 -> 0.01 (both below 1/P = 0.25: too short to say)" in r.detail, r.detail
+    assert "bl 0.06 -> 0.01 (both below 1/P = 0.25: too short to say)" in _notes(r), r.notes
     # a third backbone (mixers: Zoology's Mamba2 block) joins the comparison of the same probe, and a probe
     # at another rate is its own probe, not merged into this one
     def probe2(name, backbone, accs, lr=3e-3):
@@ -558,8 +569,8 @@ def test_mqar_reports_fresh_data_probes_side_by_side_per_backbone(tmp_path, monk
     r = _claim("task.mqar").run()
     assert ("fresh-data probe (T,P,b = 24,4,1, vocab 1024, width 128, lr 0.003, 2000 steps; not the paper's "
             "protocol), test accuracy under backbone=zoology -> backbone=mixers: mamba2 0.00 -> 0.23 (both below "
-            "1/P = 0.25: too short to say)") in r.detail, r.detail
-    assert "lr 0.001, 2000 steps; not" not in r.detail                  # one backbone at that rate: no comparison
+            "1/P = 0.25: too short to say)") in _notes(r), r.notes
+    assert "lr 0.001, 2000 steps; not" not in _notes(r)                  # one backbone at that rate: no comparison
     # a probe the budget stopped at step 2,000 of an 8,000-step schedule is not the 2,000-step probe (its rate
     # had not decayed): named with its schedule, compared only with its own kind
     runs = [{"spec": "mamba2", "steps_done": 2000, "curve": [],
@@ -568,8 +579,8 @@ def test_mqar_reports_fresh_data_probes_side_by_side_per_backbone(tmp_path, monk
                                                        "backbone": "mixers", "variant": "block", "steps": 8000},
                                           "device_name": "cpu", "runs": runs}))
     r = _claim("task.mqar").run()
-    assert "mamba2 0.00 -> 0.23 (both below" in r.detail, r.detail               # the 2,000-step pair unchanged
-    assert "2000 steps of a 8000-step schedule" not in r.detail                 # no zoology probe of its kind
+    assert "mamba2 0.00 -> 0.23 (both below" in _notes(r), r.notes               # the 2,000-step pair unchanged
+    assert "2000 steps of a 8000-step schedule" not in _notes(r)                 # no zoology probe of its kind
     by = r.computed["fresh_data_probes"]["by_backbone"]
     assert any(b["probe"].endswith("2000 steps of a 8000-step schedule") and b["mixers"] == 0.9 for b in by)
 
