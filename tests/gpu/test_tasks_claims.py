@@ -845,6 +845,25 @@ def test_mqar_memorisation_of_an_update_run_reads_the_update_counts_it_trained_o
     assert m["gap"] == pytest.approx(round(1.0 - sum(want) / len(want), 4))
 
 
+def _blk(a):
+    """A Block evaluation at 2 and 16 pairs, both at accuracy ``a``."""
+    return {"test": [{"n_pairs": p, "block_size": 2, "acc": a} for p in (2, 16)]}
+
+
+def _upd(a):
+    """An Update evaluation at 0 and 16 updates, both at accuracy ``a``."""
+    return {"test": [{"n_updates": u, "n_pairs": 16, "acc": a} for u in (0, 16)]}
+
+
+def _mqar_b_c_defaults(d):
+    """Default-protocol runs of panels b/c as ours read: Block BL 0.94 / GDN 1.0 (not the notes' 0.75),
+    Update BL 0.88, GDN 0.99 (both reproduced), GDN-conv 1.0, Mamba2 0.81 (not the notes' 0.60)."""
+    for m, a in (("bl", 0.94), ("gdn", 1.0)):
+        _write(d, "mqar", m, 0, _blk(a), protocol={"variant": "block"}, tag="variant-block")
+    for m, a in (("bl", 0.88), ("gdn", 0.99), ("gdn-conv", 1.0), ("mamba2", 0.81)):
+        _write(d, "mqar", m, 0, _upd(a), protocol={"variant": "update"}, tag="variant-update")
+
+
 def test_a_candidate_cause_listed_before_it_ran_is_named_then_must_be_documented(tmp_path, monkeypatch):
     """A CAUSES entry with outcome None: without its runs (or with runs of another experiment only, scope
     "variant:block") the summary names it among the candidates not yet run and the claim stays disputed;
@@ -854,13 +873,8 @@ def test_a_candidate_cause_listed_before_it_ran_is_named_then_must_be_documented
     monkeypatch.setattr(tasks, "RESULTS", tmp_path)
     monkeypatch.setitem(tasks.CAUSES, "mqar.block16_gdn_100_bl_75",
                         [("bl_heads-1", False, "one head"), ("d_model-64", None, "width 64", "variant:block")])
-    blk = lambda a: {"test": [{"n_pairs": p, "block_size": 2, "acc": a} for p in (2, 16)]}  # noqa: E731
-    upd = lambda a: {"test": [{"n_updates": u, "n_pairs": 16, "acc": a} for u in (0, 16)]}  # noqa: E731
-    for m, a in (("bl", 0.94), ("gdn", 1.0)):
-        _write(tmp_path, "mqar", m, 0, blk(a), protocol={"variant": "block"}, tag="variant-block")
-    for m, a in (("bl", 0.88), ("gdn", 0.99), ("gdn-conv", 1.0), ("mamba2", 0.81)):
-        _write(tmp_path, "mqar", m, 0, upd(a), protocol={"variant": "update"}, tag="variant-update")
-    _write(tmp_path, "mqar", "bl", 0, blk(0.99), protocol={"variant": "block", "bl_heads": 1},
+    _mqar_b_c_defaults(tmp_path)
+    _write(tmp_path, "mqar", "bl", 0, _blk(0.99), protocol={"variant": "block", "bl_heads": 1},
            tag="variant-block__bl_heads-1")
     # a Base run at width 64 shares the tag d_model-64 but is not of Block
     _write(tmp_path, "mqar", "bl", 0, {"test": [{"seq_len": 512, "n_pairs": 64, "acc": 0.15}]},
@@ -869,7 +883,7 @@ def test_a_candidate_cause_listed_before_it_ran_is_named_then_must_be_documented
     assert r.status == "disputed", [it["name"] for it in r.items if not it["passed"]]
     assert "cause not isolated (ablated: bl_heads-1; candidates not yet run: d_model-64)" in r.detail, r.detail
     # its Block runs arrive: the trend is evaluated under it and the undocumented outcome fails the claim
-    _write(tmp_path, "mqar", "bl", 0, blk(0.75), protocol={"variant": "block", "d_model": 64},
+    _write(tmp_path, "mqar", "bl", 0, _blk(0.75), protocol={"variant": "block", "d_model": 64},
            tag="variant-block__d_model-64")
     r = _claim("task.mqar").run()
     assert r.status == "failed"
@@ -888,20 +902,15 @@ def test_a_width_for_both_panels_is_named_a_cause_only_while_it_keeps_the_other_
     monkeypatch.setitem(tasks.CAUSES, "mqar.block16_gdn_100_bl_75",
                         [("d_model-64", None, "width 64", "variant:block", "variant:update")])
     monkeypatch.setitem(tasks.CAUSES, "mqar.update16_gdn_conv_mamba2_60", [])
-    blk = lambda a: {"test": [{"n_pairs": p, "block_size": 2, "acc": a} for p in (2, 16)]}  # noqa: E731
-    upd = lambda a: {"test": [{"n_updates": u, "n_pairs": 16, "acc": a} for u in (0, 16)]}  # noqa: E731
-    for m, a in (("bl", 0.94), ("gdn", 1.0)):
-        _write(tmp_path, "mqar", m, 0, blk(a), protocol={"variant": "block"}, tag="variant-block")
-    for m, a in (("bl", 0.88), ("gdn", 0.99), ("gdn-conv", 1.0), ("mamba2", 0.81)):
-        _write(tmp_path, "mqar", m, 0, upd(a), protocol={"variant": "update"}, tag="variant-update")
+    _mqar_b_c_defaults(tmp_path)
     w64 = {"d_model": 64}
     # the width's Update run first (GDN, keeping its reading): the Block trend is not reached
-    _write(tmp_path, "mqar", "gdn", 0, upd(0.99), protocol={"variant": "update", **w64}, tag="variant-update__d_model-64")
+    _write(tmp_path, "mqar", "gdn", 0, _upd(0.99), protocol={"variant": "update", **w64}, tag="variant-update__d_model-64")
     r = _claim("task.mqar").run()
     assert "candidates not yet run: d_model-64" in r.detail, r.detail
     # its Block runs, BL near 0.75 and GDN near 1: measured, the claim fails until the outcome is written in
-    _write(tmp_path, "mqar", "bl", 0, blk(0.72), protocol={"variant": "block", **w64}, tag="variant-block__d_model-64")
-    _write(tmp_path, "mqar", "gdn", 0, blk(1.0), protocol={"variant": "block", **w64}, tag="variant-block__d_model-64")
+    _write(tmp_path, "mqar", "bl", 0, _blk(0.72), protocol={"variant": "block", **w64}, tag="variant-block__d_model-64")
+    _write(tmp_path, "mqar", "gdn", 0, _blk(1.0), protocol={"variant": "block", **w64}, tag="variant-block__d_model-64")
     assert _claim("task.mqar").run().status == "failed"
     monkeypatch.setitem(tasks.CAUSES, "mqar.block16_gdn_100_bl_75",
                         [("d_model-64", True, "width 64", "variant:block", "variant:update")])
@@ -909,7 +918,7 @@ def test_a_width_for_both_panels_is_named_a_cause_only_while_it_keeps_the_other_
     assert r.status == "disputed", [it["name"] for it in r.items if not it["passed"]]
     assert "d_model-64 flips it (1 seed(s)): width 64" in r.detail and "also breaks" not in r.detail, r.detail
     # BL's Update run at that width reads 0.50 at 16 updates (the default's 0.88 reproduces the notes)
-    _write(tmp_path, "mqar", "bl", 0, upd(0.50), protocol={"variant": "update", **w64}, tag="variant-update__d_model-64")
+    _write(tmp_path, "mqar", "bl", 0, _upd(0.50), protocol={"variant": "update", **w64}, tag="variant-update__d_model-64")
     r = _claim("task.mqar").run()
     assert "d_model-64 flips it but also breaks mqar.update16_bl_88" in r.detail, r.detail
     assert "d_model-64 flips it (1 seed(s))" not in r.detail, r.detail
