@@ -365,15 +365,19 @@ def test_mqar_readings_are_judged_once_runs_exist(tmp_path, monkeypatch):
 
 
 def test_mqar_summary_shows_what_is_measured_and_which_learning_rates_ran(tmp_path, monkeypatch):
-    """One BL Block run at the default rate: every reading stays pending (GDN missing), but the line a
-    user reads gives BL's accuracy at 16 pairs and says that one rate of the grid ran."""
+    """One BL Block run at the default rate, inside its reading's window: every reading stays pending (GDN
+    missing), but the line a user reads gives BL's accuracy at 16 pairs and says that one rate of the grid
+    ran.  BL outside the window decides the Block reading without GDN (not reproduced)."""
     from assocmem.claims import tasks
 
     monkeypatch.setattr(tasks, "RESULTS", tmp_path)
     _mqar(tmp_path, "block", {"bl": 0.02}, "n_pairs")
     r = _claim("task.mqar").run()
+    assert r.status == "disputed" and "0/1 published trends reproduced" in r.detail, r.detail
+    _mqar(tmp_path, "block", {"bl": 0.76}, "n_pairs")
+    r = _claim("task.mqar").run()
     assert r.status == "pending", r.detail
-    assert "measured so far (test, seed 0): bl at 16 pairs 0.02" in r.detail, r.detail
+    assert "measured so far (test, seed 0): bl at 16 pairs 0.76" in r.detail, r.detail
     assert "learning rates run of the grid 0.0003, 0.001, 0.003, 0.01: bl block 0.001]" in r.detail, r.detail
     assert r.computed["lrs_run"] == {"bl block": [0.001]}
     # the other three rates: the grid is complete and the note goes
@@ -530,7 +534,7 @@ def test_mqar_reports_fresh_data_probes_side_by_side_per_backbone(tmp_path, monk
     from assocmem.claims import tasks
 
     monkeypatch.setattr(tasks, "RESULTS", tmp_path)
-    _mqar(tmp_path, "block", {"bl": 0.02}, "n_pairs")
+    _mqar(tmp_path, "block", {"bl": 0.76}, "n_pairs")          # inside its window: the reading waits for GDN
     d = tmp_path / "mqar" / "probes"
     d.mkdir(parents=True)
 
@@ -922,3 +926,32 @@ def test_a_width_for_both_panels_is_named_a_cause_only_while_it_keeps_the_other_
     r = _claim("task.mqar").run()
     assert "d_model-64 flips it but also breaks mqar.update16_bl_88" in r.detail, r.detail
     assert "d_model-64 flips it (1 seed(s))" not in r.detail, r.detail
+
+
+def test_a_cause_run_on_several_seeds_says_on_how_many_the_flip_holds(tmp_path, monkeypatch):
+    """MQAR's readings are decided on seed 0; an ablation run on more seeds says on how many of them its flip
+    holds.  A reading over two models is already false on a seed where the one model that ran misses its part
+    (BL at 0.55 on seeds 1 and 2, where GDN did not run at that width), and undecided where nothing ran."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    monkeypatch.setitem(tasks.CAUSES, "mqar.block16_gdn_100_bl_75",
+                        [("d_model-64", True, "width 64", "variant:block", "variant:update")])
+    monkeypatch.setitem(tasks.CAUSES, "mqar.update16_gdn_conv_mamba2_60", [])
+    _mqar_b_c_defaults(tmp_path)
+    w64 = {"variant": "block", "d_model": 64}
+    tag = "variant-block__d_model-64"
+    _write(tmp_path, "mqar", "bl", 0, _blk(0.72), protocol=w64, tag=tag)
+    _write(tmp_path, "mqar", "gdn", 0, _blk(1.0), protocol=w64, tag=tag)
+    r = _claim("task.mqar").run()
+    assert "d_model-64 flips it (1 seed(s)): width 64" in r.detail, r.detail
+    for seed, a in ((1, 0.55), (2, 0.55)):
+        _write(tmp_path, "mqar", "bl", seed, _blk(a), protocol=w64, tag=tag)
+    r = _claim("task.mqar").run()
+    assert r.status == "disputed", [it["name"] for it in r.items if not it["passed"]]
+    assert "d_model-64 flips it (seed 0; holds on 1 of the 3 seeds decided): width 64" in r.detail, r.detail
+    # on seeds 1 and 2 BL lies inside the window: with GDN absent there, those seeds are not decided
+    for seed in (1, 2):
+        _write(tmp_path, "mqar", "bl", seed, _blk(0.76), protocol=w64, tag=tag)
+    r = _claim("task.mqar").run()
+    assert "d_model-64 flips it (1 seed(s)): width 64" in r.detail, r.detail
