@@ -329,7 +329,8 @@ def test_campaign_heavy_gpus_and_cli(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("plan, limit", [("device37", 3), ("device37", None), ("device38", None), ("device39", None),
-                                         ("device40", 4), ("device41", 8), ("paper", 4)])
+                                         ("device40", 4), ("device41", 8), ("device42", 10),
+                                         ("paper", 4)])
 def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, plan, limit):
     """--order-file: TASK/NAME of each run, one a line, in the plan's order even under --longest-first (the device
     script ranks equal checkpoints by it)."""
@@ -369,6 +370,15 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
                                                   "mqar/bl__variant-block__d_model-64__lr-0.01_s0"]
         names = [campaign.job_name(j) for j in campaign.PLANS[plan]()]
         assert len(names) == len(set(names))
+    if plan == "device42":     # the default protocol's seeds at the picked rates (Block, then Update), then Base
+        assert order.read_text().splitlines() == ["mqar/bl__variant-block__lr-0.01_s1", "mqar/bl__variant-block__lr-0.01_s2",
+                                                  "mqar/gdn__variant-block_s1", "mqar/gdn__variant-block_s2",
+                                                  "mqar/bl__variant-update__lr-0.01_s1", "mqar/bl__variant-update__lr-0.01_s2",
+                                                  "mqar/gdn__variant-update__lr-0.01_s1",
+                                                  "mqar/gdn__variant-update__lr-0.01_s2",
+                                                  "mqar/gdn__d_model-256_s0", "mqar/mamba2__lr-0.01_s0"]
+        names = [campaign.job_name(j) for j in campaign.PLANS[plan]()]
+        assert len(names) == len(set(names)) and "gdn__variant-block__d_model-64_s1" in names
 
 
 def test_campaign_longest_first_and_partials(tmp_path):
