@@ -81,6 +81,44 @@ def _kqz(q_ptr, k_ptr, a_ptr, u_ptr, tki, vr, i_g, rc, mc, ri, G: tl.constexpr, 
     return Kt, Qt, Z, glast
 
 
+if os.environ.get("TRITON_INTERPRET", "0") == "1":
+    @triton.jit
+    def _sync():
+        """Nothing: the interpreter runs a program's whole tensors at once (it has no ``debug_barrier``)."""
+        pass
+else:
+    @triton.jit
+    def _sync():
+        """A barrier of the program's threads: what one wrote to global memory, every other then reads."""
+        tl.debug_barrier()
+
+
+@triton.jit
+def _tf32_hi(x):
+    """``x`` with its low 13 mantissa bits cleared: exact in TF32, and ``x − hi`` exact in fp32."""
+    return (x.to(tl.uint32, bitcast=True) & 0xFFFFE000).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _dot3(a, b, acc):
+    """``acc + a b`` to about fp32 accuracy from three TF32 products (``a_lo b_hi + a_hi b_lo + a_hi b_hi``, the
+    small terms first), each added onto ``acc``: the split of the operands, not of the accumulator."""
+    ah = _tf32_hi(a)
+    bh = _tf32_hi(b)
+    acc = tl.dot(a - ah, bh, acc, input_precision="tf32")
+    acc = tl.dot(ah, b - bh, acc, input_precision="tf32")
+    return tl.dot(ah, bh, acc, input_precision="tf32")
+
+
+@triton.jit
+def _dot_onto(a, b, acc, PREC: tl.constexpr):
+    """``acc + a b`` at ``PREC``; ``tf32x3`` as :func:`_dot3` (Triton's own splits the accumulator's products
+    too: compiled for ``sm_90a`` at ``D = 128`` its ``D×D`` accumulations spill)."""
+    if PREC == "tf32x3":
+        return _dot3(a, b, acc)
+    return tl.dot(a, b, acc, input_precision=PREC)
+
+
 @triton.jit
 def _acc_rows(tki, tok, T, TA, A0, H: tl.constexpr, C: tl.constexpr):
     """Token rows ``tki`` (``[B, T, H]`` layout) in the per-token accumulators ``[B, TA, H, ·]``, which
@@ -425,14 +463,19 @@ def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr
 def chunk_bwd_hstate_kernel(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, dp0_ptr, T, NT, N0, N1,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                             C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
-                            STATE_LEFT: tl.constexpr = False):
+                            STATE_LEFT: tl.constexpr = False, H_ROWS: tl.constexpr = 0):
     """The covariance adjoint's chain: ``H ← Φᵀ H Φ + S_n`` with ``Φ = Γ − Ũᵀ X``, ``X = W Kγ``::
 
         Φᵀ H Φ = (γ_Cγ_Cᵀ) ⊙ H − A − Aᵀ + Xᵀ (Y Ũᵀ) X,   Y = Ũ H,  A = (γ_C ⊙ Yᵀ) X
 
     over chunks ``N1−1 … N0`` from ``dpT`` (the adjoint at the end of chunk ``N1−1``), reading ``S_n``
     from ``hs [B, H, G, N1−N0, D, D]`` (row ``n − N0``) and leaving the chunk-end adjoint ``H_n`` in
-    its place; the adjoint at the start of chunk ``N0`` into ``dp0``."""
+    its place; the adjoint at the start of chunk ``N0`` into ``dp0``.
+
+    ``H_ROWS > 0``: ``Y = Ũ H`` is summed over blocks of ``H_ROWS`` rows of ``H`` read back from the row
+    just stored, not from the registers' ``H``, so the ``D×D`` adjoint is never a matrix-product operand
+    (whose conversion and, under ``tf32x3``, split into high and low parts spill at ``D = 128``), and the
+    three ``D×D`` terms are added onto one accumulator."""
     pid = tl.program_id(0).to(tl.int64)
     i_g, i_bh, tok = _head_group(pid, T, H, G)
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
@@ -455,10 +498,28 @@ def chunk_bwd_hstate_kernel(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, dp0_ptr
             Uc = Ut
         Wm = tl.load(w_ptr + (pid * NT + n) * C * C + ri * C + ci)
         X = tl.dot(Wm, Kt, input_precision=PREC)                                   # [C, BD]
-        Y = _by_state(Uc, Hc, PREC, STATE_LEFT)                                    # [C, BD]
-        A = tl.dot(tl.trans(Y) * tl.trans(glast), X, input_precision=PREC)         # [BD, BD]
-        YU = tl.dot(Y, tl.trans(Uc), input_precision=PREC)                         # [C, C]
-        Hc = (tl.trans(glast) * glast) * Hc - A - tl.trans(A) \
-            + tl.dot(tl.trans(X), tl.dot(YU, X, input_precision=PREC), input_precision=PREC) + S
+        if H_ROWS > 0:
+            _sync()                                     # the adjoint just stored, read back by every thread
+            Y = tl.full((C, BD), 0., tl.float32)
+            for kb in tl.static_range(0, BD, H_ROWS):
+                ck = kb + tl.arange(0, H_ROWS)[None, :]                             # [1, H_ROWS]
+                mk = ck < D
+                Ub = tl.load(u_ptr + (tki * G + i_g) * D + ck, mask=vr & mk, other=0.)
+                if HAS_ALPHA:
+                    gb, glb = _gamma(a_ptr, tki, vr, ck, mk, ri, D, C)
+                    Ub = (glb / gb) * Ub
+                rk = kb + tl.arange(0, H_ROWS)[:, None]                             # [H_ROWS, 1]
+                Hb = tl.load(hs_ptr + (pid * NS + n - N0) * D * D + rk * D + rc, mask=(rk < D) & mc, other=0.)
+                Y = _dot_onto(Ub, Hb, Y, PREC)
+            YU = tl.dot(Y, tl.trans(Uc), input_precision=PREC)                     # [C, C]
+            # −A − Aᵀ + Xᵀ (Y Ũᵀ) X = −(γ_C ⊙ Yᵀ) X + Xᵀ (Y Ũᵀ X − Y ⊙ γ_C), onto one accumulator
+            Hc = _dot_onto(tl.trans(Y * glast), -X, (tl.trans(glast) * glast) * Hc, PREC)
+            Hc = _dot_onto(tl.trans(X), tl.dot(YU, X, input_precision=PREC) - Y * glast, Hc, PREC) + S
+        else:
+            Y = _by_state(Uc, Hc, PREC, STATE_LEFT)                                # [C, BD]
+            A = tl.dot(tl.trans(Y) * tl.trans(glast), X, input_precision=PREC)     # [BD, BD]
+            YU = tl.dot(Y, tl.trans(Uc), input_precision=PREC)                     # [C, C]
+            Hc = (tl.trans(glast) * glast) * Hc - A - tl.trans(A) \
+                + tl.dot(tl.trans(X), tl.dot(YU, X, input_precision=PREC), input_precision=PREC) + S
         Hc = 0.5 * (Hc + tl.trans(Hc))
     tl.store(dp0_ptr + pid * D * D + rr * D + rc, Hc, mask=mr & mc)

@@ -481,6 +481,9 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     vkw = dict(kw, M=m, MG=mg, BV=BV, NVG=NVG)
     # the kernels with the D×D state in their products (bwd_state_dot: the backward's own choice, else state_dot's)
     skw = dict(kw, STATE_LEFT=(cfg.bwd_state_dot or cfg.state_dot) == "left")
+    # the H chain at D > 64 reads H back from memory in blocks of 32 rows for Y = Ũ H (compiled for sm_90a at
+    # D = 128 and tf32x3: 180 B of spills a thread against 524; benchmarks/cpu_bwd_resources_S2.json)
+    h_rows = 32 if BD > 64 else 0
     segs = _bwd_segments(cfg.bwd_segment_chunks, NT)
     S = len(segs)
     NB = max(n1 - n0 for n0, n1 in segs)       # chunks held by the four per-chunk state buffers
@@ -575,7 +578,7 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
         cargs = (q, k, ap, l2, u, beta, W, Ps, Hs, dAq, dN, dUt, dbeta, dr2, dQg, dKg, dKd, dc, dgam, dgC, dcC,
                  T, NT, n0, n1, TA, NA, a0)
         KB.chunk_bwd_cov_par_kernel[(B * H * G * ns,)](*cargs, OUT=False, **skw)       # sources S_n
-        KB.chunk_bwd_hstate_kernel[(B * H * G,)](k, ap, u, W, hin, Hs, hout, T, NT, n0, n1, **skw)
+        KB.chunk_bwd_hstate_kernel[(B * H * G,)](k, ap, u, W, hin, Hs, hout, T, NT, n0, n1, H_ROWS=h_rows, **skw)
         KB.chunk_bwd_cov_par_kernel[(B * H * G * ns,)](*cargs, OUT=True, **skw)        # the outputs
         if local:
             epilogue(n0, n1, a0)

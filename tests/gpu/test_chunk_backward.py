@@ -173,6 +173,8 @@ KCASES = [  # (B, T, H, D, m, G, C, decay, init, bwd_BV)
     (1, 70, 1, 4, 8, 2, 64, "weak", True, None),        # C = 64, a partial chunk
     (1, 20, 1, 4, 64, 2, 16, "mid", True, 16),          # two value blocks per group: atomics across blocks
     (1, 40, 1, 64, 64, 1, 16, "mid", True, None),       # the device's tiles at S1 (BD = BV = 64)
+    (1, 21, 1, 100, 8, 1, 16, "mid", True, None),       # BD = 128 (padded): H read back in row blocks
+    (1, 18, 1, 128, 8, 1, 16, "none", False, None),     # S2's key width, no decay
 ]
 
 
