@@ -274,12 +274,14 @@ def _consts(fn, values: dict) -> dict:
             if p.name in values and (p.is_constexpr or values[p.name] is None)}
 
 
-def backward_kernels(shape, state_dot: str = "right", bwd_BV: int | None = None, bwd_warps: int | None = None) -> dict:
+def backward_kernels(shape, state_dot: str = "right", bwd_BV: int | None = None, bwd_warps: int | None = None,
+                     h_rows: int | None = None) -> dict:
     """The chunked backward's kernels (``chunk._chunk_backward``) at ``shape`` with the default launch
-    configuration (``bwd_BV``, ``bwd_warps``: other values of the two): the state scans, the per-chunk
-    passes and the epilogue."""
+    configuration (``bwd_BV``, ``bwd_warps``, ``h_rows``: other values of the three; ``h_rows`` 0 the covariance
+    passes with the whole ``D×D`` matrices in registers, as before 6 December's fifth session): the state scans,
+    the per-chunk passes and the epilogue."""
     from assocmem.gpu import _chunk_bwd_kernels as KB
-    from assocmem.gpu.chunk import _block_d, _resolve
+    from assocmem.gpu.chunk import _block_d, _h_rows, _resolve
     from assocmem.gpu.config import ChunkConfig
 
     B, T, H, D, m = shape
@@ -296,10 +298,14 @@ def backward_kernels(shape, state_dot: str = "right", bwd_BV: int | None = None,
                                                                  {"OUT": False}),
                ("cov_par_outputs", KB.chunk_bwd_cov_par_kernel, {"OUT": True}),
                ("epilogue", KB.chunk_bwd_epilogue_kernel, {})]
+    rows = {"H_ROWS": _h_rows(_block_d(D)) if h_rows is None else h_rows}     # as chunk._chunk_backward launches them
+    out["h_rows"] = rows["H_ROWS"]
     for name, fn, extra in kernels:
         warps = max(4, C // 4) if name == "epilogue" else cfg.bwd_warps
         try:
-            out[name] = resources(fn, _consts(fn, {**values, **extra}), warps)
+            out[name] = resources(fn, _consts(fn, {**values, **extra,
+                                                   **(rows if name in ("hstate", "cov_par_sources", "cov_par_outputs")
+                                                      else {})}), warps)
         except Exception as exc:                  # recorded: the other kernels still report
             out[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
     return out
@@ -411,8 +417,10 @@ def main(argv=None) -> int:
                         "chunk step")
     p.add_argument("--bwd-variants", default="",
                    help="also the chunked backward's kernels at each shape of --shapes with these "
-                        "bwd_BV:bwd_warps[:state_dot] (comma list; '' for none, the default): e.g. at S2, where "
-                        "\"auto\" keeps the token-by-token backward because these spill")
+                        "bwd_BV:bwd_warps[:state_dot[:h_rows]] (comma list; '' for none, the default; h_rows: the "
+                        "rows of a D×D block the covariance passes read at a time, 0 for the whole matrix in "
+                        "registers, default as launched): e.g. at S2, where \"auto\" keeps the token-by-token "
+                        "backward because these spill")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     res = {"provenance": provenance({"triton": triton.__version__, "target": "sm_90a (offline: no GPU)"}),
@@ -426,10 +434,11 @@ def main(argv=None) -> int:
         res["shapes"][name] = entry
         print(name, json.dumps(entry))
     for item in filter(None, a.bwd_variants.split(",")):
-        bv, warps, *sd = item.split(":")
-        sd = sd[0] if sd else "right"
+        bv, warps, *rest = item.split(":")
+        sd = rest[0] if rest and rest[0] else "right"
+        rows = int(rest[1]) if len(rest) > 1 else None
         for name in a.shapes.split(","):
-            r = backward_kernels(SHAPES[name], sd, int(bv), int(warps))
+            r = backward_kernels(SHAPES[name], sd, int(bv), int(warps), rows)
             res.setdefault("backward_variants", {}).setdefault(name, []).append(r)
             print("backward variant", name, item, json.dumps(r))
     if a.variants:

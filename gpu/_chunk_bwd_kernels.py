@@ -315,6 +315,105 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
 
 
 @triton.jit
+def _cov_chunk_rows(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, hs_ptr, daq_ptr, dn_ptr, dut_ptr,
+                    dbeta_ptr, dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
+                    n, sn, pid, i_bh, tok, T, NT, TA, NA, A0,
+                    H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
+                    HAS_ALPHA: tl.constexpr, PREC: tl.constexpr, OUT: tl.constexpr, H_ROWS: tl.constexpr):
+    """:func:`_cov_chunk` with the ``D×D`` matrices (``P`` and, with ``OUT``, ``H``) never in registers: every
+    product with them is summed over blocks of ``H_ROWS`` of their rows read from memory, against the matching
+    columns of ``Z``, ``Kγ`` recomputed from the inputs (``Z dP_m``, ``Kγ P``), or added per block of columns
+    (``dΩ̃ P``, atomically); ``(H ⊙ P_m)`` is reduced per block and ``diag H`` read directly.  Without ``OUT``
+    (the sources, ``H = 0``) it stores ``S_n = sym(Kγᵀ dΩ̃)`` into ``hs`` itself; with ``OUT`` it returns
+    nothing (the caller keeps no ``H``).  For ``D = 128``, where :func:`_cov_chunk`'s ``D×D`` operands spill."""
+    i_g = pid % G
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
+    eye = ri == ci
+    vr, tki = _rows(ri, n, tok, T, H, C)
+    vc, tkc = _rows(ci, n, tok, T, H, C)
+    cb = (pid * NT + n) * C * C
+    ra = pid * NA + n - A0
+    ca = ra * C * C
+    rb = (i_bh * NA + n - A0) * D
+    tka = _acc_rows(tki, tok, T, TA, A0, H, C)
+    Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+    Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+    Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
+    gam, cc, L2t = _gamma_noise(a_ptr, l2_ptr, tki, vr, rc, mc, D, BD, C, HAS_ALPHA)
+    glast = _last_row(gam, ri, C)                                                   # [1, BD]
+    Z = Ut / gam
+    Kg = gam * Kt
+    Qg = gam * Qt
+    cg = cc / gam
+    bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)                       # [C, 1]
+    btr = tl.load(beta_ptr + tkc * G + i_g, mask=vc, other=1.)                      # [1, C]
+    Nn = tl.load(w_ptr + cb + ri * C + ci) / bt                                     # N = diag(1/β) W
+    dUt = tl.load(dut_ptr + (ra * C + ri) * D + rc, mask=mc, other=0.)
+    # the products with P and H, over blocks of their rows: Kγ P, and with OUT Z dP_m, colsum((H ⊙ P_m) γ_C)
+    KP = tl.full((C, BD), 0., tl.float32)
+    ZH = tl.full((C, BD), 0., tl.float32)
+    dgc = tl.reduce(dUt * Z, 0, _sum, keep_dims=True)                               # [1, BD]
+    for kb in tl.static_range(0, BD, H_ROWS):
+        ck = kb + tl.arange(0, H_ROWS)[None, :]                                     # [1, H_ROWS]
+        mk = ck < D
+        rk = kb + tl.arange(0, H_ROWS)[:, None]                                     # [H_ROWS, 1]
+        Kb = tl.load(k_ptr + tki * D + ck, mask=vr & mk, other=0.).to(tl.float32)
+        Ub = tl.load(u_ptr + (tki * G + i_g) * D + ck, mask=vr & mk, other=0.)
+        if HAS_ALPHA:
+            gb, glb = _gamma(a_ptr, tki, vr, ck, mk, ri, D, C)
+            Kb = gb * Kb
+            Ub = Ub / gb
+        else:
+            glb = tl.full((1, H_ROWS), 1.0, tl.float32)
+        Pb = tl.load(ps_ptr + sn * D * D + rk * D + rc, mask=(rk < D) & mc, other=0.)
+        KP = _dot_onto(Kb, Pb, KP, PREC)
+        if OUT:
+            Hb = tl.load(hs_ptr + sn * D * D + rk * D + rc, mask=(rk < D) & mc, other=0.)
+            dPb = (tl.trans(glb) * glast) * Hb                                      # rows of dP_m
+            ZH = _dot_onto(Ub, dPb, ZH, PREC)
+            Pmb = _dot_onto(tl.trans(Ub * bt), -Z, Pb, PREC)                        # rows of P − Zᵀ diag(β) Z
+            dgc += 2.0 * tl.reduce((Hb * Pmb) * tl.trans(glb), 0, _sum, keep_dims=True)
+    dZ = -2.0 * bt * ZH + glast * dUt
+    db = tl.load(dbeta_ptr + tki * G + i_g, mask=vr, other=0.) - tl.reduce(ZH * Z, 1, _sum, keep_dims=True)
+    if OUT:
+        tl.atomic_add(dgc_ptr + rb + rc, dgc, mask=mc)
+        tl.atomic_add(dcc_ptr + rb + rc, tl.load(hs_ptr + sn * D * D + rc * (D + 1), mask=mc, other=0.), mask=mc)
+    # A_q = tril(Qγ Zᵀ)
+    dA = tl.load(daq_ptr + ca + ri * C + ci)
+    if OUT:
+        tl.atomic_add(dqg_ptr + tka * D + rc, tl.dot(dA, Z, input_precision=PREC), mask=vr & mc)
+    dZ = dZ + tl.dot(tl.trans(dA), Qg, input_precision=PREC)
+    # Z = N Ω̃,  Ω̃ = Kγ P + (c/γ) ⊙ K
+    Om = KP + cg * Kt
+    dN = tl.load(dn_ptr + ca + ri * C + ci) + tl.where(ri > ci, tl.dot(dZ, tl.trans(Om), input_precision=PREC), 0.)
+    dOm = tl.dot(tl.trans(Nn), dZ, input_precision=PREC)
+    # the LDLᵀ factorisation Σ_y = L diag(1/β) Lᵀ
+    Psi = (-tl.where(ri > ci, tl.dot(dN, tl.trans(Nn), input_precision=PREC), 0.) * btr
+           - tl.where(eye, bt * bt * db, 0.))
+    dS = tl.dot(tl.dot(tl.trans(Nn), Psi, input_precision=PREC), Nn, input_precision=PREC)
+    dS = 0.5 * (dS + tl.trans(dS))
+    if OUT:
+        tl.store(dr2_ptr + tki * G + i_g, tl.reduce(tl.where(eye, dS, 0.), 1, _sum, keep_dims=True), mask=vr)
+    dSl = tl.where(ri > ci, 2.0 * dS, tl.where(eye, dS, 0.))
+    # Σ_y = tril(Kγ Ω̃ᵀ) + diag(r²)
+    dOm = dOm + tl.dot(tl.trans(dSl), Kg, input_precision=PREC)
+    if OUT:
+        tl.atomic_add(dkg_ptr + tka * D + rc, tl.dot(dSl, Om, input_precision=PREC), mask=vr & mc)
+        for kb in tl.static_range(0, BD, H_ROWS):                                   # + dΩ̃ P, by blocks of columns
+            ck = kb + tl.arange(0, H_ROWS)[None, :]
+            Pc = tl.load(ps_ptr + sn * D * D + rr * D + ck, mask=mr & (ck < D), other=0.)   # [BD, H_ROWS]
+            part = _dot_onto(dOm, Pc, tl.full((C, H_ROWS), 0., tl.float32), PREC)
+            tl.atomic_add(dkg_ptr + tka * D + ck, part, mask=vr & (ck < D))
+        tdk = dOm * Kt
+        tl.atomic_add(dkd_ptr + tka * D + rc, cg * dOm, mask=vr & mc)
+        tl.atomic_add(dc_ptr + tka * D + rc, tdk / gam, mask=vr & mc)
+        tl.atomic_add(dgam_ptr + tka * D + rc, -(tdk * cg) / gam, mask=vr & mc)
+    else:
+        dHP = _dot_onto(tl.trans(Kg), dOm, tl.full((BD, BD), 0., tl.float32), PREC)
+        tl.store(hs_ptr + sn * D * D + rr * D + rc, 0.5 * (dHP + tl.trans(dHP)), mask=mr & mc)
+
+
+@triton.jit
 def _add(a, b):
     # our own combiner (also under the interpreter, where a scan calls it element by element)
     return a + b
@@ -434,11 +533,13 @@ def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr
                              T, NT, N0, N1, TA, NA, A0,
                              H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                              C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
-                             OUT: tl.constexpr = False, STATE_LEFT: tl.constexpr = False):
+                             OUT: tl.constexpr = False, STATE_LEFT: tl.constexpr = False,
+                             H_ROWS: tl.constexpr = 0):
     """One program per (b, h, g, chunk ``n`` of ``N0 … N1−1``; ``ps``, ``hs`` ``[B, H, G, N1−N0, D, D]``,
     row ``n − N0``).  ``OUT=False``: the chunk's source ``S_n`` (:func:`_cov_chunk` with ``H = 0``)
     into ``hs``; ``OUT=True``: the outputs from the chunk-end adjoint ``H_n`` in ``hs``.  A chunk
-    reads only its own rows of the buffers (no neighbouring chunk's)."""
+    reads only its own rows of the buffers (no neighbouring chunk's).  ``H_ROWS > 0``: :func:`_cov_chunk_rows`
+    (``P`` and ``H`` read in row blocks, never whole in registers)."""
     pid_ = tl.program_id(0).to(tl.int64)
     NS = N1 - N0
     n = N0 + pid_ % NS
@@ -446,6 +547,11 @@ def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr
     i_g, i_bh, tok = _head_group(pid, T, H, G)
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     sn = pid * NS + n - N0
+    if H_ROWS > 0:
+        _cov_chunk_rows(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, hs_ptr, daq_ptr, dn_ptr, dut_ptr,
+                        dbeta_ptr, dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
+                        n, sn, pid, i_bh, tok, T, NT, TA, NA, A0, H, G, D, BD, C, HAS_ALPHA, PREC, OUT, H_ROWS)
+        return
     hp = hs_ptr + sn * D * D + rr * D + rc
     if OUT:
         Hc = tl.load(hp, mask=mr & mc, other=0.)

@@ -95,6 +95,14 @@ def default_chunk_config(D: int, m: int, G: int, BH: int = 0, sms: int = 0) -> C
                        mean_precision="ieee" if BD <= 64 else "tf32x3", **bwd)
 
 
+def _h_rows(BD: int) -> int:
+    """Rows of a ``D×D`` block the backward's covariance passes read at a time (``H_ROWS`` of the ``hstate`` and
+    ``cov_par`` kernels), 0 for the whole matrix in registers.  At ``BD > 64`` 32: compiled offline for
+    ``sm_90a`` at S2 (``D = 128``, ``tf32x3``, 8 warps) the spills a thread fall from 524 / 584 / 1,760 B to
+    180 / 0 / 264 (the ``H`` chain, the sources, the outputs; ``benchmarks/cpu_bwd_resources_S2.json``)."""
+    return 32 if BD > 64 else 0
+
+
 def _resolve(config, D, m, G, BH, interpret, sms: int = 0) -> ChunkConfig:
     """``config`` (a :class:`ChunkConfig` or None) with its unset fields from :func:`default_chunk_config`
     (``cov_warps`` stays None: it depends on the covariance kernel, :func:`_cov_kernel`)."""
@@ -481,9 +489,7 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
     vkw = dict(kw, M=m, MG=mg, BV=BV, NVG=NVG)
     # the kernels with the D×D state in their products (bwd_state_dot: the backward's own choice, else state_dot's)
     skw = dict(kw, STATE_LEFT=(cfg.bwd_state_dot or cfg.state_dot) == "left")
-    # the H chain at D > 64 reads H back from memory in blocks of 32 rows for Y = Ũ H (compiled for sm_90a at
-    # D = 128 and tf32x3: 180 B of spills a thread against 524; benchmarks/cpu_bwd_resources_S2.json)
-    h_rows = 32 if BD > 64 else 0
+    h_rows = _h_rows(BD)
     segs = _bwd_segments(cfg.bwd_segment_chunks, NT)
     S = len(segs)
     NB = max(n1 - n0 for n0, n1 in segs)       # chunks held by the four per-chunk state buffers
@@ -577,9 +583,9 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
         # 3. covariance side
         cargs = (q, k, ap, l2, u, beta, W, Ps, Hs, dAq, dN, dUt, dbeta, dr2, dQg, dKg, dKd, dc, dgam, dgC, dcC,
                  T, NT, n0, n1, TA, NA, a0)
-        KB.chunk_bwd_cov_par_kernel[(B * H * G * ns,)](*cargs, OUT=False, **skw)       # sources S_n
+        KB.chunk_bwd_cov_par_kernel[(B * H * G * ns,)](*cargs, OUT=False, H_ROWS=h_rows, **skw)   # sources S_n
         KB.chunk_bwd_hstate_kernel[(B * H * G,)](k, ap, u, W, hin, Hs, hout, T, NT, n0, n1, H_ROWS=h_rows, **skw)
-        KB.chunk_bwd_cov_par_kernel[(B * H * G * ns,)](*cargs, OUT=True, **skw)        # the outputs
+        KB.chunk_bwd_cov_par_kernel[(B * H * G * ns,)](*cargs, OUT=True, H_ROWS=h_rows, **skw)    # the outputs
         if local:
             epilogue(n0, n1, a0)
         gin, hin = gout, hout

@@ -29,6 +29,8 @@ CASES = {  # id: (B, T, H, D, m, G, C, decay, init, bwd_BV), the L to try
     "c32": ((1, 100, 1, 4, 4, 1, 32, "weak", True, None), (1, 3)),            # C = 32, NT = 4
     # two batch rows and two heads: the segment's accumulator rows of batch row 1 start at TA·H
     "batch": ((2, 50, 2, 4, 4, 1, 16, "mid", True, None), (1, 3)),
+    # BD = 128: the covariance passes read P and H in row blocks (H_ROWS); G = 2, NT = 3
+    "wide": ((1, 37, 1, 100, 4, 2, 16, "strong", True, None), (1, 2)),
 }
 PARAMS = [(cid, L) for cid, (_, Ls) in CASES.items() for L in Ls]
 

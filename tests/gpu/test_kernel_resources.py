@@ -217,3 +217,28 @@ def test_bwd_variants_launch_the_backward_at_the_given_block_and_warps(monkeypat
     assert any(c.get("STATE_LEFT") for _, c, _ in first)
     assert all(c["BV"] == 32 for _, c, _ in seen[8:] if "BV" in c)
     assert {w for f, _, w in seen if f.fn.__name__ == "chunk_bwd_epilogue_kernel"} == {4}
+    # the covariance passes read the D×D matrices in blocks of 32 rows at D = 128, as chunk_bl launches them
+    cov = ("chunk_bwd_hstate_kernel", "chunk_bwd_cov_par_kernel")
+    assert [c["H_ROWS"] for f, c, _ in seen if f.fn.__name__ in cov] == [32] * 6
+    assert all("H_ROWS" not in c for f, c, _ in seen if f.fn.__name__ not in cov)
+    assert [e["h_rows"] for e in got] == [32, 32]
+
+
+def test_bwd_variants_take_the_row_block_of_the_covariance_passes(monkeypatch, tmp_path):
+    """``--bwd-variants BV:warps:state_dot:h_rows``: 0 compiles the covariance passes with the whole ``D×D``
+    matrices in registers (the form before the row blocks), another value those rows a block."""
+    import json
+
+    kr = _module()
+    seen = []
+    monkeypatch.setattr(kr, "resources", lambda fn, consts, warps, cap=None: seen.append((fn, consts, warps))
+                        or {"warps": warps})
+    monkeypatch.setattr(kr, "forward_kernels", lambda shape: {})
+    monkeypatch.setattr(kr, "fused_kernels", lambda shape: {})
+    out = tmp_path / "r.json"
+    assert kr.main(["--shapes", "S2", "--variants", "", "--mean-variants", "", "--bwd-variants", "32:8::0,32:8:right:64",
+                    "--out", str(out)]) == 0
+    got = json.loads(out.read_text())["backward_variants"]["S2"]
+    assert [(e["state_dot"], e["h_rows"]) for e in got] == [("right", 0), ("right", 64)]
+    rows = [c["H_ROWS"] for f, c, _ in seen if "H_ROWS" in c]
+    assert rows == [0, 0, 0, 64, 64, 64]
