@@ -358,6 +358,12 @@ CAUSES = {
                              "0.65-0.85 on seed 0 only), GDN 0.996 on seed 0; on Update the same width takes BL to "
                              "0.643 and GDN to 0.729 at 16 updates",
          "variant:block", "variant:update"),
+        # a candidate listed before it ran (outcome None: a result fails the claim until its outcome is written
+        # here), plan device42.  Both BL readings of ours lie above the notes' (0.94 / 0.96 against 0.75 / 0.88)
+        # while GDN's match, so a smaller BL head (less capacity per covariance) may move both: one hypothesis
+        # for panels b/c, its Update run tests that it keeps BL's Update reading
+        ("bl_heads-8", None, "BL's 8,192 state as eight heads of 22 (7,744) instead of four of 32 (the paper's "
+                             "split is not given)", "variant:block", "variant:update"),
     ],
     "swap.direct_nope_near_chance": [
         ("curriculum_keys-raw", True, "raw keys with β in (0, 1) (the paper-like parameterisation; run for the round2 "

@@ -691,6 +691,8 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                   "-.", "+"),
                  # BL's own choices tried as causes of the Block reading (2 December, fourth session)
                  (mqar_data(results_dir, {"bl_heads": 1}), "bl_heads=1 (ablation)", "--", "s"),
+                 # the smaller head (6 December, fifth session's candidate; drawn once its runs exist)
+                 (mqar_data(results_dir, {"bl_heads": 8}), "bl_heads=8 (ablation: eight heads of 22)", "--", "X"),
                  (mqar_data(results_dir, {"bl_noise_init": 0.5}), "bl_noise_init=0.5 (ablation)", "--", "^"),
                  (mqar_data(results_dir, {"bl_noise_init": 0.005}), "bl_noise_init=0.005 (ablation)", "--", "v"),
                  (mqar_data(results_dir, {"bl_decay": True}), "bl_decay=true (ablation)", "--", "<"),

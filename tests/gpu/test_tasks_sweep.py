@@ -370,13 +370,15 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
                                                   "mqar/bl__variant-block__d_model-64__lr-0.01_s0"]
         names = [campaign.job_name(j) for j in campaign.PLANS[plan]()]
         assert len(names) == len(set(names))
-    if plan == "device42":     # the default protocol's seeds at the picked rates (Block, then Update), then Base
-        assert order.read_text().splitlines() == ["mqar/bl__variant-block__lr-0.01_s1", "mqar/bl__variant-block__lr-0.01_s2",
+    if plan == "device42":     # BL's head split (Block, Update), the default protocol's seeds at the picked rates
+        # (Block, then Update), then Base
+        assert order.read_text().splitlines() == ["mqar/bl__variant-block__lr-0.01__bl_heads-8_s0",
+                                                  "mqar/bl__variant-update__lr-0.01__bl_heads-8_s0",
+                                                  "mqar/bl__variant-block__lr-0.01_s1", "mqar/bl__variant-block__lr-0.01_s2",
                                                   "mqar/gdn__variant-block_s1", "mqar/gdn__variant-block_s2",
                                                   "mqar/bl__variant-update__lr-0.01_s1", "mqar/bl__variant-update__lr-0.01_s2",
                                                   "mqar/gdn__variant-update__lr-0.01_s1",
-                                                  "mqar/gdn__variant-update__lr-0.01_s2",
-                                                  "mqar/gdn__d_model-256_s0", "mqar/mamba2__lr-0.01_s0"]
+                                                  "mqar/gdn__variant-update__lr-0.01_s2"]
         names = [campaign.job_name(j) for j in campaign.PLANS[plan]()]
         assert len(names) == len(set(names)) and "gdn__variant-block__d_model-64_s1" in names
 

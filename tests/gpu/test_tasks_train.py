@@ -320,6 +320,8 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     # BL's own choices (its head split), tried as causes of the Block reading: dashed, never the default's line
     _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_updates": u, "acc": 0.3} for u in (0, 8, 16)]},
           protocol={"variant": "update", "lr": 3e-3, "bl_heads": 1}, tag="variant-update__lr-0.003__bl_heads-1")
+    _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_updates": u, "acc": 0.55} for u in (0, 8, 16)]},
+          protocol={"variant": "update", "lr": 1e-2, "bl_heads": 8}, tag="variant-update__lr-0.01__bl_heads-8")
     _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_updates": u, "acc": 0.45} for u in (0, 8, 16)]},
           protocol={"variant": "update", "lr": 3e-3, "bl_decay": True}, tag="variant-update__lr-0.003__bl_decay-true")
     # a second seed: never seed 0's line (the readings are judged on seed 0), drawn thin beside it
@@ -362,6 +364,8 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     assert list(mix.get_ydata()) == [0.4] * 3 and mix.get_linestyle() == "-."
     heads = [ln for ln in ax_update.lines if ln.get_label() == "BL, bl_heads=1 (ablation)"][0]
     assert list(heads.get_ydata()) == [0.3] * 3 and heads.get_linestyle() == "--"
+    (heads8,) = [ln for ln in ax_update.lines if ln.get_label() == "BL, bl_heads=8 (ablation: eight heads of 22)"]
+    assert list(heads8.get_ydata()) == [0.55] * 3 and heads8.get_linestyle() == "--"
     (decay,) = [ln for ln in ax_update.lines if ln.get_label() == "BL, bl_decay=true (ablation)"]
     assert list(decay.get_ydata()) == [0.45] * 3 and decay.get_linestyle() == "--"
     for label, y in (("GDN + conv, update_order=interleaved (ablation)", 0.97), ("Mamba2, init=zoology (ablation)", 0.02),
