@@ -315,7 +315,7 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
 
 
 @triton.jit
-def _cov_chunk_rows(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, hs_ptr, daq_ptr, dn_ptr, dut_ptr,
+def _cov_chunk_rows(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, hs_ptr, hsrc, daq_ptr, dn_ptr, dut_ptr,
                     dbeta_ptr, dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
                     n, sn, pid, i_bh, tok, T, NT, TA, NA, A0,
                     H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
@@ -368,7 +368,7 @@ def _cov_chunk_rows(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr,
         Pb = tl.load(ps_ptr + sn * D * D + rk * D + rc, mask=(rk < D) & mc, other=0.)
         KP = _dot_onto(Kb, Pb, KP, PREC)
         if OUT:
-            Hb = tl.load(hs_ptr + sn * D * D + rk * D + rc, mask=(rk < D) & mc, other=0.)
+            Hb = tl.load(hsrc + rk * D + rc, mask=(rk < D) & mc, other=0.)
             dPb = (tl.trans(glb) * glast) * Hb                                      # rows of dP_m
             ZH = _dot_onto(Ub, dPb, ZH, PREC)
             Pmb = _dot_onto(tl.trans(Ub * bt), -Z, Pb, PREC)                        # rows of P − Zᵀ diag(β) Z
@@ -377,7 +377,7 @@ def _cov_chunk_rows(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr,
     db = tl.load(dbeta_ptr + tki * G + i_g, mask=vr, other=0.) - tl.reduce(ZH * Z, 1, _sum, keep_dims=True)
     if OUT:
         tl.atomic_add(dgc_ptr + rb + rc, dgc, mask=mc)
-        tl.atomic_add(dcc_ptr + rb + rc, tl.load(hs_ptr + sn * D * D + rc * (D + 1), mask=mc, other=0.), mask=mc)
+        tl.atomic_add(dcc_ptr + rb + rc, tl.load(hsrc + rc * (D + 1), mask=mc, other=0.), mask=mc)
     # A_q = tril(Qγ Zᵀ)
     dA = tl.load(daq_ptr + ca + ri * C + ci)
     if OUT:
@@ -527,7 +527,7 @@ def chunk_bwd_mean_par_kernel(q_ptr, k_ptr, v_ptr, a_ptr, u_ptr, beta_ptr, e_ptr
 
 
 @triton.jit(do_not_specialize=["T", "NT", "N0", "N1", "TA", "NA", "A0"])
-def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, hs_ptr,
+def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, hs_ptr, ht_ptr,
                              daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
                              dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
                              T, NT, N0, N1, TA, NA, A0,
@@ -539,7 +539,9 @@ def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr
     row ``n − N0``).  ``OUT=False``: the chunk's source ``S_n`` (:func:`_cov_chunk` with ``H = 0``)
     into ``hs``; ``OUT=True``: the outputs from the chunk-end adjoint ``H_n`` in ``hs``.  A chunk
     reads only its own rows of the buffers (no neighbouring chunk's).  ``H_ROWS > 0``: :func:`_cov_chunk_rows`
-    (``P`` and ``H`` read in row blocks, never whole in registers)."""
+    (``P`` and ``H`` read in row blocks, never whole in registers), the outputs reading the chunk-end ``H``
+    where :func:`_hstate_rows` leaves it: row ``n + 1`` of ``hs``, or ``ht`` (``[B, H, G, D, D]``, the
+    segment's end adjoint) for the segment's last chunk."""
     pid_ = tl.program_id(0).to(tl.int64)
     NS = N1 - N0
     n = N0 + pid_ % NS
@@ -548,7 +550,13 @@ def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     sn = pid * NS + n - N0
     if H_ROWS > 0:
-        _cov_chunk_rows(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, hs_ptr, daq_ptr, dn_ptr, dut_ptr,
+        # H at the chunk's end: the segment's end adjoint for its last chunk, else the next chunk's row of hs
+        # (where chunk_bwd_hstate_kernel leaves the adjoint at the start of chunk n + 1)
+        if n == N1 - 1:
+            hsrc = ht_ptr + pid * D * D
+        else:
+            hsrc = hs_ptr + (sn + 1) * D * D
+        _cov_chunk_rows(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, hs_ptr, hsrc, daq_ptr, dn_ptr, dut_ptr,
                         dbeta_ptr, dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
                         n, sn, pid, i_bh, tok, T, NT, TA, NA, A0, H, G, D, BD, C, HAS_ALPHA, PREC, OUT, H_ROWS)
         return
@@ -565,33 +573,27 @@ def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr
         tl.store(hp, Hc, mask=mr & mc)
 
 
-@triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
-def chunk_bwd_hstate_kernel(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, dp0_ptr, T, NT, N0, N1,
-                            H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
-                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
-                            STATE_LEFT: tl.constexpr = False, H_ROWS: tl.constexpr = 0):
-    """The covariance adjoint's chain: ``H ← Φᵀ H Φ + S_n`` with ``Φ = Γ − Ũᵀ X``, ``X = W Kγ``::
+@triton.jit
+def _hstate_rows(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, Hc, pid, i_g, tok, T, NT, N0, N1,
+                 H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
+                 HAS_ALPHA: tl.constexpr, PREC: tl.constexpr, H_ROWS: tl.constexpr):
+    """:func:`chunk_bwd_hstate_kernel`'s chain with ``H`` never a matrix-product operand (at ``D = 128`` the
+    whole-matrix form spills: its conversion and, under ``tf32x3``, its split into high and low parts):
 
-        Φᵀ H Φ = (γ_Cγ_Cᵀ) ⊙ H − A − Aᵀ + Xᵀ (Y Ũᵀ) X,   Y = Ũ H,  A = (γ_C ⊙ Yᵀ) X
+    - ``Y = Ũ H`` is summed over blocks of ``H_ROWS`` rows of ``H`` read from memory, against the matching
+      columns of ``Ũ`` recomputed from the inputs; the chunk-end ``H`` of chunk ``n`` is in memory already:
+      ``dpT`` for the segment's last chunk, else row ``n + 1`` of ``hs``;
+    - the three ``D×D`` terms go onto one accumulator, ``−(γ_C ⊙ Yᵀ) X + Xᵀ (Y Ũᵀ X − Y ⊙ γ_C)``;
+    - ``S_n`` is read from row ``n`` last (a second ``D×D`` tile live only there) and the adjoint at the
+      start of chunk ``n`` stored over it.
 
-    over chunks ``N1−1 … N0`` from ``dpT`` (the adjoint at the end of chunk ``N1−1``), reading ``S_n``
-    from ``hs [B, H, G, N1−N0, D, D]`` (row ``n − N0``) and leaving the chunk-end adjoint ``H_n`` in
-    its place; the adjoint at the start of chunk ``N0`` into ``dp0``.
-
-    ``H_ROWS > 0``: ``Y = Ũ H`` is summed over blocks of ``H_ROWS`` rows of ``H`` read back from the row
-    just stored, not from the registers' ``H``, so the ``D×D`` adjoint is never a matrix-product operand
-    (whose conversion and, under ``tf32x3``, split into high and low parts spill at ``D = 128``), and the
-    three ``D×D`` terms are added onto one accumulator."""
-    pid = tl.program_id(0).to(tl.int64)
-    i_g, i_bh, tok = _head_group(pid, T, H, G)
+    So row ``n`` ends holding the adjoint at the *start* of chunk ``n`` (the end of chunk ``n − 1``), and
+    :func:`chunk_bwd_cov_par_kernel` reads chunk ``n``'s from row ``n + 1`` (the segment's last chunk: from
+    ``dpT``).  Returns the adjoint at the start of chunk ``N0``."""
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     NS = N1 - N0
-    Hc = tl.load(dpT_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
     for j in range(NS):
         n = N1 - 1 - j
-        hp = hs_ptr + (pid * NS + n - N0) * D * D + rr * D + rc
-        S = tl.load(hp, mask=mr & mc, other=0.)
-        tl.store(hp, Hc, mask=mr & mc)
         vr, tki = _rows(ri, n, tok, T, H, C)
         Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
         Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
@@ -604,28 +606,76 @@ def chunk_bwd_hstate_kernel(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, dp0_ptr
             Uc = Ut
         Wm = tl.load(w_ptr + (pid * NT + n) * C * C + ri * C + ci)
         X = tl.dot(Wm, Kt, input_precision=PREC)                                   # [C, BD]
-        if H_ROWS > 0:
-            _sync()                                     # the adjoint just stored, read back by every thread
-            Y = tl.full((C, BD), 0., tl.float32)
-            for kb in tl.static_range(0, BD, H_ROWS):
-                ck = kb + tl.arange(0, H_ROWS)[None, :]                             # [1, H_ROWS]
-                mk = ck < D
-                Ub = tl.load(u_ptr + (tki * G + i_g) * D + ck, mask=vr & mk, other=0.)
-                if HAS_ALPHA:
-                    gb, glb = _gamma(a_ptr, tki, vr, ck, mk, ri, D, C)
-                    Ub = (glb / gb) * Ub
-                rk = kb + tl.arange(0, H_ROWS)[:, None]                             # [H_ROWS, 1]
-                Hb = tl.load(hs_ptr + (pid * NS + n - N0) * D * D + rk * D + rc, mask=(rk < D) & mc, other=0.)
-                Y = _dot_onto(Ub, Hb, Y, PREC)
-            YU = tl.dot(Y, tl.trans(Uc), input_precision=PREC)                     # [C, C]
-            # −A − Aᵀ + Xᵀ (Y Ũᵀ) X = −(γ_C ⊙ Yᵀ) X + Xᵀ (Y Ũᵀ X − Y ⊙ γ_C), onto one accumulator
-            Hc = _dot_onto(tl.trans(Y * glast), -X, (tl.trans(glast) * glast) * Hc, PREC)
-            Hc = _dot_onto(tl.trans(X), tl.dot(YU, X, input_precision=PREC) - Y * glast, Hc, PREC) + S
+        if j == 0:
+            src = dpT_ptr + pid * D * D
         else:
+            src = hs_ptr + (pid * NS + n + 1 - N0) * D * D
+        _sync()                                         # the row stored last step, read by every thread
+        Y = tl.full((C, BD), 0., tl.float32)
+        for kb in tl.static_range(0, BD, H_ROWS):
+            ck = kb + tl.arange(0, H_ROWS)[None, :]                                 # [1, H_ROWS]
+            mk = ck < D
+            Ub = tl.load(u_ptr + (tki * G + i_g) * D + ck, mask=vr & mk, other=0.)
+            if HAS_ALPHA:
+                gb, glb = _gamma(a_ptr, tki, vr, ck, mk, ri, D, C)
+                Ub = (glb / gb) * Ub
+            rk = kb + tl.arange(0, H_ROWS)[:, None]                                 # [H_ROWS, 1]
+            Y = _dot_onto(Ub, tl.load(src + rk * D + rc, mask=(rk < D) & mc, other=0.), Y, PREC)
+        YU = tl.dot(Y, tl.trans(Uc), input_precision=PREC)                         # [C, C]
+        Hc = _dot_onto(tl.trans(Y * glast), -X, (tl.trans(glast) * glast) * Hc, PREC)
+        Hc = _dot_onto(tl.trans(X), tl.dot(YU, X, input_precision=PREC) - Y * glast, Hc, PREC)
+        hp = hs_ptr + (pid * NS + n - N0) * D * D + rr * D + rc
+        Hc = Hc + tl.load(hp, mask=mr & mc, other=0.)                               # + S_n
+        Hc = 0.5 * (Hc + tl.trans(Hc))
+        _sync()                                         # every thread has read S_n before it is overwritten
+        tl.store(hp, Hc, mask=mr & mc)
+    return Hc
+
+
+@triton.jit(do_not_specialize=["T", "NT", "N0", "N1"])
+def chunk_bwd_hstate_kernel(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, dp0_ptr, T, NT, N0, N1,
+                            H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
+                            C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
+                            STATE_LEFT: tl.constexpr = False, H_ROWS: tl.constexpr = 0):
+    """The covariance adjoint's chain: ``H ← Φᵀ H Φ + S_n`` with ``Φ = Γ − Ũᵀ X``, ``X = W Kγ``::
+
+        Φᵀ H Φ = (γ_Cγ_Cᵀ) ⊙ H − A − Aᵀ + Xᵀ (Y Ũᵀ) X,   Y = Ũ H,  A = (γ_C ⊙ Yᵀ) X
+
+    over chunks ``N1−1 … N0`` from ``dpT`` (the adjoint at the end of chunk ``N1−1``), reading ``S_n``
+    from ``hs [B, H, G, N1−N0, D, D]`` (row ``n − N0``) and leaving the chunk-end adjoint ``H_n`` in
+    its place; the adjoint at the start of chunk ``N0`` into ``dp0``.  ``H_ROWS > 0``:
+    :func:`_hstate_rows` (``H`` read back in row blocks; row ``n`` left holding the adjoint at the start
+    of chunk ``n``)."""
+    pid = tl.program_id(0).to(tl.int64)
+    i_g, i_bh, tok = _head_group(pid, T, H, G)
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
+    NS = N1 - N0
+    Hc = tl.load(dpT_ptr + pid * D * D + rr * D + rc, mask=mr & mc, other=0.).to(tl.float32)
+    if H_ROWS > 0:
+        Hc = _hstate_rows(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, Hc, pid, i_g, tok, T, NT, N0, N1,
+                          H, G, D, BD, C, HAS_ALPHA, PREC, H_ROWS)
+    else:
+        for j in range(NS):
+            n = N1 - 1 - j
+            hp = hs_ptr + (pid * NS + n - N0) * D * D + rr * D + rc
+            S = tl.load(hp, mask=mr & mc, other=0.)
+            tl.store(hp, Hc, mask=mr & mc)
+            vr, tki = _rows(ri, n, tok, T, H, C)
+            Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+            Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
+            if HAS_ALPHA:
+                gam, glast = _gamma(a_ptr, tki, vr, rc, mc, ri, D, C)
+                Uc = (glast / gam) * Ut
+                Kt = gam * Kt
+            else:
+                glast = tl.full((1, BD), 1.0, tl.float32)
+                Uc = Ut
+            Wm = tl.load(w_ptr + (pid * NT + n) * C * C + ri * C + ci)
+            X = tl.dot(Wm, Kt, input_precision=PREC)                               # [C, BD]
             Y = _by_state(Uc, Hc, PREC, STATE_LEFT)                                # [C, BD]
             A = tl.dot(tl.trans(Y) * tl.trans(glast), X, input_precision=PREC)     # [BD, BD]
             YU = tl.dot(Y, tl.trans(Uc), input_precision=PREC)                     # [C, C]
             Hc = (tl.trans(glast) * glast) * Hc - A - tl.trans(A) \
                 + tl.dot(tl.trans(X), tl.dot(YU, X, input_precision=PREC), input_precision=PREC) + S
-        Hc = 0.5 * (Hc + tl.trans(Hc))
+            Hc = 0.5 * (Hc + tl.trans(Hc))
     tl.store(dp0_ptr + pid * D * D + rr * D + rc, Hc, mask=mr & mc)

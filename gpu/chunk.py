@@ -99,7 +99,7 @@ def _h_rows(BD: int) -> int:
     """Rows of a ``D×D`` block the backward's covariance passes read at a time (``H_ROWS`` of the ``hstate`` and
     ``cov_par`` kernels), 0 for the whole matrix in registers.  At ``BD > 64`` 32: compiled offline for
     ``sm_90a`` at S2 (``D = 128``, ``tf32x3``, 8 warps) the spills a thread fall from 524 / 584 / 1,760 B to
-    180 / 0 / 264 (the ``H`` chain, the sources, the outputs; ``benchmarks/cpu_bwd_resources_S2.json``)."""
+    0 / 0 / 264 (the ``H`` chain, the sources, the outputs; ``benchmarks/cpu_bwd_resources_S2.json``)."""
     return 32 if BD > 64 else 0
 
 
@@ -581,7 +581,7 @@ def _chunk_backward(KB, q, k, v, l2, a, M0, P0, u, beta, e, W, do, dMT, dPT, C, 
             q, k, v, ap, u, beta, e, do, W, Ms, Gs, dv, dAq, dN, dUt, dbeta, dgC, dQg, dKg, T, NT, n0, n1,
             TA, NA, a0, **vkw)
         # 3. covariance side
-        cargs = (q, k, ap, l2, u, beta, W, Ps, Hs, dAq, dN, dUt, dbeta, dr2, dQg, dKg, dKd, dc, dgam, dgC, dcC,
+        cargs = (q, k, ap, l2, u, beta, W, Ps, Hs, hin, dAq, dN, dUt, dbeta, dr2, dQg, dKg, dKd, dc, dgam, dgC, dcC,
                  T, NT, n0, n1, TA, NA, a0)
         KB.chunk_bwd_cov_par_kernel[(B * H * G * ns,)](*cargs, OUT=False, H_ROWS=h_rows, **skw)   # sources S_n
         KB.chunk_bwd_hstate_kernel[(B * H * G,)](k, ap, u, W, hin, Hs, hout, T, NT, n0, n1, H_ROWS=h_rows, **skw)
