@@ -371,8 +371,11 @@ def _cov_chunk_rows(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr,
             Hb = tl.load(hsrc + rk * D + rc, mask=(rk < D) & mc, other=0.)
             dPb = (tl.trans(glb) * glast) * Hb                                      # rows of dP_m
             ZH = _dot_onto(Ub, dPb, ZH, PREC)
-            Pmb = _dot_onto(tl.trans(Ub * bt), -Z, Pb, PREC)                        # rows of P − Zᵀ diag(β) Z
-            dgc += 2.0 * tl.reduce((Hb * Pmb) * tl.trans(glb), 0, _sum, keep_dims=True)
+            dgc += 2.0 * tl.reduce((Hb * Pb) * tl.trans(glb), 0, _sum, keep_dims=True)
+    if OUT:
+        # colsum((H ⊙ P_m) γ_C) with P_m = P − Zᵀ diag(β) Z: the second part is colsum(β Z ⊙ Z dP_m) / γ_C
+        # (Z dP_m = ((Z ⊙ γ_C) H) ⊙ γ_C), from Z dP_m at hand instead of a block of P_m a step
+        dgc -= 2.0 * tl.reduce(bt * Z * ZH, 0, _sum, keep_dims=True) / glast
     dZ = -2.0 * bt * ZH + glast * dUt
     db = tl.load(dbeta_ptr + tki * G + i_g, mask=vr, other=0.) - tl.reduce(ZH * Z, 1, _sum, keep_dims=True)
     if OUT:
