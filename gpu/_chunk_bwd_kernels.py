@@ -229,6 +229,47 @@ def chunk_bwd_mstate_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, m0_ptr, ms_ptr, me_pt
 
 
 @triton.jit
+def _query_adjoint(daq_ptr, dqg_ptr, ca, tka, vr, rc, mc, ri, ci, Z, Qg, dZ, D: tl.constexpr, C: tl.constexpr,
+                   PREC: tl.constexpr, OUT: tl.constexpr):
+    """``A_q = tril(Qγ Zᵀ)``'s part of a chunk's covariance adjoint (shared by :func:`_cov_chunk` and
+    :func:`_cov_chunk_rows`): ``dZ ⊃ dA_qᵀ Qγ`` (returned) and, with ``OUT``, ``d(Qγ) ⊃ dA_q Z``."""
+    dA = tl.load(daq_ptr + ca + ri * C + ci)
+    if OUT:
+        tl.atomic_add(dqg_ptr + tka * D + rc, tl.dot(dA, Z, input_precision=PREC), mask=vr & mc)
+    return dZ + tl.dot(tl.trans(dA), Qg, input_precision=PREC)
+
+
+@triton.jit
+def _factor_adjoint(dn_ptr, dr2_ptr, ca, tki, i_g, vr, ri, ci, Kg, Om, Nn, bt, btr, db, dZ, G: tl.constexpr,
+                    C: tl.constexpr, PREC: tl.constexpr, OUT: tl.constexpr):
+    """The rest of a chunk's covariance adjoint that has no ``D×D`` matrix in it (shared as above): from ``dZ``
+    through ``Z = N Ω̃`` and the ``LDLᵀ`` factorisation ``Σ_y = L diag(1/β) Lᵀ`` to ``dΩ̃`` and ``dS_low``
+    (returned); with ``OUT`` it stores ``dr²``."""
+    eye = ri == ci
+    dN = tl.load(dn_ptr + ca + ri * C + ci) + tl.where(ri > ci, tl.dot(dZ, tl.trans(Om), input_precision=PREC), 0.)
+    dOm = tl.dot(tl.trans(Nn), dZ, input_precision=PREC)
+    Psi = (-tl.where(ri > ci, tl.dot(dN, tl.trans(Nn), input_precision=PREC), 0.) * btr
+           - tl.where(eye, bt * bt * db, 0.))
+    dS = tl.dot(tl.dot(tl.trans(Nn), Psi, input_precision=PREC), Nn, input_precision=PREC)
+    dS = 0.5 * (dS + tl.trans(dS))
+    if OUT:
+        tl.store(dr2_ptr + tki * G + i_g, tl.reduce(tl.where(eye, dS, 0.), 1, _sum, keep_dims=True), mask=vr)
+    dSl = tl.where(ri > ci, 2.0 * dS, tl.where(eye, dS, 0.))
+    # Σ_y = tril(Kγ Ω̃ᵀ) + diag(r²)
+    dOm = dOm + tl.dot(tl.trans(dSl), Kg, input_precision=PREC)
+    return dOm, dSl
+
+
+@triton.jit
+def _noise_outputs(dkd_ptr, dc_ptr, dgam_ptr, tka, vr, rc, mc, dOm, Kt, cg, gam, D: tl.constexpr):
+    """A chunk's per-token ``dK`` (the noise term's), ``dc`` and ``dγ`` parts from ``dΩ̃`` (``Ω̃ ⊃ (c/γ) ⊙ K``)."""
+    tdk = dOm * Kt
+    tl.atomic_add(dkd_ptr + tka * D + rc, cg * dOm, mask=vr & mc)
+    tl.atomic_add(dc_ptr + tka * D + rc, tdk / gam, mask=vr & mc)
+    tl.atomic_add(dgam_ptr + tka * D + rc, -(tdk * cg) / gam, mask=vr & mc)
+
+
+@triton.jit
 def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_ptr, dn_ptr, dut_ptr, dbeta_ptr,
                dr2_ptr, dqg_ptr, dkg_ptr, dkd_ptr, dc_ptr, dgam_ptr, dgc_ptr, dcc_ptr,
                Hc, n, sn, pid, i_bh, tok, T, NT, TA, NA, A0,
@@ -249,7 +290,6 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
     """
     i_g = pid % G
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
-    eye = ri == ci
     vr, tki = _rows(ri, n, tok, T, H, C)
     vc, tkc = _rows(ci, n, tok, T, H, C)
     cb = (pid * NT + n) * C * C
@@ -283,32 +323,14 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
         tl.atomic_add(dgc_ptr + rb + rc, dgc, mask=mc)
         tl.atomic_add(dcc_ptr + rb + rc,
                       tl.reduce(tl.where(rr == rc, Hc, 0.), 0, _sum, keep_dims=True), mask=mc)
-    # A_q = tril(Qγ Zᵀ)
-    dA = tl.load(daq_ptr + ca + ri * C + ci)
-    if OUT:
-        tl.atomic_add(dqg_ptr + tka * D + rc, tl.dot(dA, Z, input_precision=PREC), mask=vr & mc)
-    dZ = dZ + tl.dot(tl.trans(dA), Qg, input_precision=PREC)
+    dZ = _query_adjoint(daq_ptr, dqg_ptr, ca, tka, vr, rc, mc, ri, ci, Z, Qg, dZ, D, C, PREC, OUT)
     # Z = N Ω̃,  Ω̃ = Kγ P + (c/γ) ⊙ K
     Om = _by_state(Kg, P, PREC, STATE_LEFT) + cg * Kt
-    dN = tl.load(dn_ptr + ca + ri * C + ci) + tl.where(ri > ci, tl.dot(dZ, tl.trans(Om), input_precision=PREC), 0.)
-    dOm = tl.dot(tl.trans(Nn), dZ, input_precision=PREC)
-    # the LDLᵀ factorisation Σ_y = L diag(1/β) Lᵀ
-    Psi = (-tl.where(ri > ci, tl.dot(dN, tl.trans(Nn), input_precision=PREC), 0.) * btr
-           - tl.where(eye, bt * bt * db, 0.))
-    dS = tl.dot(tl.dot(tl.trans(Nn), Psi, input_precision=PREC), Nn, input_precision=PREC)
-    dS = 0.5 * (dS + tl.trans(dS))
-    if OUT:
-        tl.store(dr2_ptr + tki * G + i_g, tl.reduce(tl.where(eye, dS, 0.), 1, _sum, keep_dims=True), mask=vr)
-    dSl = tl.where(ri > ci, 2.0 * dS, tl.where(eye, dS, 0.))
-    # Σ_y = tril(Kγ Ω̃ᵀ) + diag(r²)
-    dOm = dOm + tl.dot(tl.trans(dSl), Kg, input_precision=PREC)
+    dOm, dSl = _factor_adjoint(dn_ptr, dr2_ptr, ca, tki, i_g, vr, ri, ci, Kg, Om, Nn, bt, btr, db, dZ, G, C, PREC, OUT)
     if OUT:
         tl.atomic_add(dkg_ptr + tka * D + rc,
                       tl.dot(dSl, Om, input_precision=PREC) + _by_state(dOm, P, PREC, STATE_LEFT), mask=vr & mc)
-        tdk = dOm * Kt
-        tl.atomic_add(dkd_ptr + tka * D + rc, cg * dOm, mask=vr & mc)
-        tl.atomic_add(dc_ptr + tka * D + rc, tdk / gam, mask=vr & mc)
-        tl.atomic_add(dgam_ptr + tka * D + rc, -(tdk * cg) / gam, mask=vr & mc)
+        _noise_outputs(dkd_ptr, dc_ptr, dgam_ptr, tka, vr, rc, mc, dOm, Kt, cg, gam, D)
     dHP = tl.dot(tl.trans(Kg), dOm, input_precision=PREC)
     Hc = dPm + 0.5 * (dHP + tl.trans(dHP))
     return Hc
@@ -328,7 +350,6 @@ def _cov_chunk_rows(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr,
     nothing (the caller keeps no ``H``).  For ``D = 128``, where :func:`_cov_chunk`'s ``D×D`` operands spill."""
     i_g = pid % G
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
-    eye = ri == ci
     vr, tki = _rows(ri, n, tok, T, H, C)
     vc, tkc = _rows(ci, n, tok, T, H, C)
     cb = (pid * NT + n) * C * C
@@ -381,25 +402,10 @@ def _cov_chunk_rows(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr,
     if OUT:
         tl.atomic_add(dgc_ptr + rb + rc, dgc, mask=mc)
         tl.atomic_add(dcc_ptr + rb + rc, tl.load(hsrc + rc * (D + 1), mask=mc, other=0.), mask=mc)
-    # A_q = tril(Qγ Zᵀ)
-    dA = tl.load(daq_ptr + ca + ri * C + ci)
-    if OUT:
-        tl.atomic_add(dqg_ptr + tka * D + rc, tl.dot(dA, Z, input_precision=PREC), mask=vr & mc)
-    dZ = dZ + tl.dot(tl.trans(dA), Qg, input_precision=PREC)
+    dZ = _query_adjoint(daq_ptr, dqg_ptr, ca, tka, vr, rc, mc, ri, ci, Z, Qg, dZ, D, C, PREC, OUT)
     # Z = N Ω̃,  Ω̃ = Kγ P + (c/γ) ⊙ K
     Om = KP + cg * Kt
-    dN = tl.load(dn_ptr + ca + ri * C + ci) + tl.where(ri > ci, tl.dot(dZ, tl.trans(Om), input_precision=PREC), 0.)
-    dOm = tl.dot(tl.trans(Nn), dZ, input_precision=PREC)
-    # the LDLᵀ factorisation Σ_y = L diag(1/β) Lᵀ
-    Psi = (-tl.where(ri > ci, tl.dot(dN, tl.trans(Nn), input_precision=PREC), 0.) * btr
-           - tl.where(eye, bt * bt * db, 0.))
-    dS = tl.dot(tl.dot(tl.trans(Nn), Psi, input_precision=PREC), Nn, input_precision=PREC)
-    dS = 0.5 * (dS + tl.trans(dS))
-    if OUT:
-        tl.store(dr2_ptr + tki * G + i_g, tl.reduce(tl.where(eye, dS, 0.), 1, _sum, keep_dims=True), mask=vr)
-    dSl = tl.where(ri > ci, 2.0 * dS, tl.where(eye, dS, 0.))
-    # Σ_y = tril(Kγ Ω̃ᵀ) + diag(r²)
-    dOm = dOm + tl.dot(tl.trans(dSl), Kg, input_precision=PREC)
+    dOm, dSl = _factor_adjoint(dn_ptr, dr2_ptr, ca, tki, i_g, vr, ri, ci, Kg, Om, Nn, bt, btr, db, dZ, G, C, PREC, OUT)
     if OUT:
         tl.atomic_add(dkg_ptr + tka * D + rc, tl.dot(dSl, Om, input_precision=PREC), mask=vr & mc)
         for kb in tl.static_range(0, BD, H_ROWS):                                   # + dΩ̃ P, by blocks of columns
@@ -407,10 +413,7 @@ def _cov_chunk_rows(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr,
             Pc = tl.load(ps_ptr + sn * D * D + rr * D + ck, mask=mr & (ck < D), other=0.)   # [BD, H_ROWS]
             part = _dot_onto(dOm, Pc, tl.full((C, H_ROWS), 0., tl.float32), PREC)
             tl.atomic_add(dkg_ptr + tka * D + ck, part, mask=vr & (ck < D))
-        tdk = dOm * Kt
-        tl.atomic_add(dkd_ptr + tka * D + rc, cg * dOm, mask=vr & mc)
-        tl.atomic_add(dc_ptr + tka * D + rc, tdk / gam, mask=vr & mc)
-        tl.atomic_add(dgam_ptr + tka * D + rc, -(tdk * cg) / gam, mask=vr & mc)
+        _noise_outputs(dkd_ptr, dc_ptr, dgam_ptr, tka, vr, rc, mc, dOm, Kt, cg, gam, D)
     else:
         dHP = _dot_onto(tl.trans(Kg), dOm, tl.full((BD, BD), 0., tl.float32), PREC)
         tl.store(hs_ptr + sn * D * D + rr * D + rc, 0.5 * (dHP + tl.trans(dHP)), mask=mr & mc)
