@@ -354,9 +354,11 @@ def _cov_chunk_rows(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr,
     """:func:`_cov_chunk` with the ``D×D`` matrices (``P`` and, with ``OUT``, ``H``) never in registers: every
     product with them is summed over blocks of ``H_ROWS`` of their rows read from memory, against the matching
     columns of ``Z``, ``Kγ`` recomputed from the inputs (``Z dP_m``, ``Kγ P``), or added per block of columns
-    (``dΩ̃ P``, atomically); ``(H ⊙ P_m)`` is reduced per block and ``diag H`` read directly.  Without ``OUT``
-    (the sources, ``H = 0``) it stores ``S_n = sym(Kγᵀ dΩ̃)`` into ``hs`` itself; with ``OUT`` it returns
-    nothing (the caller keeps no ``H``).  For ``D = 128``, where :func:`_cov_chunk`'s ``D×D`` operands spill."""
+    (``dΩ̃ P``, atomically); ``colsum((H ⊙ P_m) γ_C)`` is taken as ``colsum((H ⊙ P) γ_C) − colsum(β Z ⊙ Z dP_m)/γ_C``
+    and ``diag H`` read directly.  ``hsrc``: where the chunk-end ``H`` is (``D×D``, row-major; see
+    :func:`chunk_bwd_cov_par_kernel`).  Without ``OUT`` (the sources, ``H = 0``) it stores ``S_n = sym(Kγᵀ dΩ̃)``
+    into row ``sn`` of ``hs`` itself; with ``OUT`` it returns nothing (the caller keeps no ``H``).  For
+    ``D = 128``, where :func:`_cov_chunk`'s ``D×D`` operands spill."""
     i_g = pid % G
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     vr, tki = _rows(ri, n, tok, T, H, C)
