@@ -401,10 +401,10 @@ def _cov_chunk_rows(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr,
         KP = _dot_onto(Kb, Pb, KP, PREC)
         if OUT:
             Hb = tl.load(hsrc + rk * D + rc, mask=(rk < D) & mc, other=0.)
-            dPb = (tl.trans(glb) * glast) * Hb                                      # rows of dP_m
-            ZH = _dot_onto(Ub, dPb, ZH, PREC)
+            ZH = _dot_onto(Ub * glb, Hb, ZH, PREC)                                  # (Z ⊙ γ_C) H, by rows of H
             dgc += 2.0 * tl.reduce((Hb * Pb) * tl.trans(glb), 0, _sum, keep_dims=True)
     if OUT:
+        ZH = ZH * glast                                                             # Z dP_m = ((Z ⊙ γ_C) H) ⊙ γ_C
         # colsum((H ⊙ P_m) γ_C) with P_m = P − Zᵀ diag(β) Z: the second part is colsum(β Z ⊙ Z dP_m) / γ_C
         # (Z dP_m = ((Z ⊙ γ_C) H) ⊙ γ_C), from Z dP_m at hand instead of a block of P_m a step
         dgc -= 2.0 * tl.reduce(bt * Z * ZH, 0, _sum, keep_dims=True) / glast
