@@ -238,6 +238,28 @@ def chunk_bwd_mstate_kernel(a_ptr, u_ptr, beta_ptr, e_ptr, m0_ptr, ms_ptr, me_pt
 
 
 @triton.jit
+def _cov_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, n, pid, tok, T, NT,
+                H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
+                HAS_ALPHA: tl.constexpr):
+    """What a chunk's covariance adjoint reads from the inputs, the same in :func:`_cov_chunk` and
+    :func:`_cov_chunk_rows`: ``K``, ``Z = U/γ``, ``Kγ``, ``Qγ``, ``c/γ``, ``γ``, ``γ_C`` (``[C, BD]``; ``[1, BD]``),
+    ``β`` as a column and a row, and ``N = diag(1/β) W``."""
+    i_g = pid % G
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
+    vr, tki = _rows(ri, n, tok, T, H, C)
+    vc, tkc = _rows(ci, n, tok, T, H, C)
+    Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+    Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+    Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
+    gam, cc, L2t = _gamma_noise(a_ptr, l2_ptr, tki, vr, rc, mc, D, BD, C, HAS_ALPHA)
+    glast = _last_row(gam, ri, C)                                                   # [1, BD]
+    bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)                       # [C, 1]
+    btr = tl.load(beta_ptr + tkc * G + i_g, mask=vc, other=1.)                      # [1, C]
+    Nn = tl.load(w_ptr + (pid * NT + n) * C * C + ri * C + ci) / bt                 # N = diag(1/β) W
+    return Kt, Ut / gam, gam * Kt, gam * Qt, cc / gam, gam, glast, bt, btr, Nn
+
+
+@triton.jit
 def _query_adjoint(daq_ptr, dqg_ptr, ca, tka, vr, rc, mc, ri, ci, Z, Qg, dZ, D: tl.constexpr, C: tl.constexpr,
                    PREC: tl.constexpr, OUT: tl.constexpr):
     """``A_q = tril(Qγ Zᵀ)``'s part of a chunk's covariance adjoint (shared by :func:`_cov_chunk` and
@@ -300,24 +322,12 @@ def _cov_chunk(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr, daq_
     i_g = pid % G
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     vr, tki = _rows(ri, n, tok, T, H, C)
-    vc, tkc = _rows(ci, n, tok, T, H, C)
-    cb = (pid * NT + n) * C * C
     ra = pid * NA + n - A0
     ca = ra * C * C
     rb = (i_bh * NA + n - A0) * D
     tka = _acc_rows(tki, tok, T, TA, A0, H, C)
-    Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
-    Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
-    Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
-    gam, cc, L2t = _gamma_noise(a_ptr, l2_ptr, tki, vr, rc, mc, D, BD, C, HAS_ALPHA)
-    glast = _last_row(gam, ri, C)                                                   # [1, BD]
-    Z = Ut / gam
-    Kg = gam * Kt
-    Qg = gam * Qt
-    cg = cc / gam
-    bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)                       # [C, 1]
-    btr = tl.load(beta_ptr + tkc * G + i_g, mask=vc, other=1.)                      # [1, C]
-    Nn = tl.load(w_ptr + cb + ri * C + ci) / bt                                     # N = diag(1/β) W
+    Kt, Z, Kg, Qg, cg, gam, glast, bt, btr, Nn = _cov_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr,
+                                                             n, pid, tok, T, NT, H, G, D, BD, C, HAS_ALPHA)
     P = tl.load(ps_ptr + sn * D * D + rr * D + rc, mask=mr & mc, other=0.)
     # P' = (γ_Cγ_Cᵀ) ⊙ (P − Zᵀ diag(β) Z) + diag(c_C)
     dPm = (tl.trans(glast) * glast) * Hc
@@ -362,24 +372,12 @@ def _cov_chunk_rows(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr, ps_ptr,
     i_g = pid % G
     rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
     vr, tki = _rows(ri, n, tok, T, H, C)
-    vc, tkc = _rows(ci, n, tok, T, H, C)
-    cb = (pid * NT + n) * C * C
     ra = pid * NA + n - A0
     ca = ra * C * C
     rb = (i_bh * NA + n - A0) * D
     tka = _acc_rows(tki, tok, T, TA, A0, H, C)
-    Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
-    Qt = tl.load(q_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
-    Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
-    gam, cc, L2t = _gamma_noise(a_ptr, l2_ptr, tki, vr, rc, mc, D, BD, C, HAS_ALPHA)
-    glast = _last_row(gam, ri, C)                                                   # [1, BD]
-    Z = Ut / gam
-    Kg = gam * Kt
-    Qg = gam * Qt
-    cg = cc / gam
-    bt = tl.load(beta_ptr + tki * G + i_g, mask=vr, other=1.)                       # [C, 1]
-    btr = tl.load(beta_ptr + tkc * G + i_g, mask=vc, other=1.)                      # [1, C]
-    Nn = tl.load(w_ptr + cb + ri * C + ci) / bt                                     # N = diag(1/β) W
+    Kt, Z, Kg, Qg, cg, gam, glast, bt, btr, Nn = _cov_inputs(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr,
+                                                             n, pid, tok, T, NT, H, G, D, BD, C, HAS_ALPHA)
     dUt = tl.load(dut_ptr + (ra * C + ri) * D + rc, mask=mc, other=0.)
     # the products with P and H, over blocks of their rows: Kγ P, and with OUT Z dP_m, colsum((H ⊙ P_m) γ_C)
     KP = tl.full((C, BD), 0., tl.float32)
@@ -591,6 +589,26 @@ def chunk_bwd_cov_par_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, u_ptr, beta_ptr, w_ptr
 
 
 @triton.jit
+def _chain_inputs(k_ptr, a_ptr, u_ptr, w_ptr, n, pid, i_g, tok, T, NT, H: tl.constexpr, G: tl.constexpr,
+                  D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr):
+    """What one step of the ``H`` chain reads from the inputs (both forms of :func:`chunk_bwd_hstate_kernel`):
+    the chunk's token rows, ``Ũ = (γ_C/γ) ⊙ U``, ``γ_C`` and ``X = W Kγ``."""
+    rr, rc, mr, mc, ri, ci = _tiles(D, BD, C)
+    vr, tki = _rows(ri, n, tok, T, H, C)
+    Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
+    Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
+    if HAS_ALPHA:
+        gam, glast = _gamma(a_ptr, tki, vr, rc, mc, ri, D, C)
+        Uc = (glast / gam) * Ut
+        Kt = gam * Kt
+    else:
+        glast = tl.full((1, BD), 1.0, tl.float32)
+        Uc = Ut
+    Wm = tl.load(w_ptr + (pid * NT + n) * C * C + ri * C + ci)
+    return vr, tki, Uc, glast, tl.dot(Wm, Kt, input_precision=PREC)
+
+
+@triton.jit
 def _hstate_rows(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, Hc, pid, i_g, tok, T, NT, N0, N1,
                  H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, C: tl.constexpr,
                  HAS_ALPHA: tl.constexpr, PREC: tl.constexpr, H_ROWS: tl.constexpr):
@@ -611,18 +629,8 @@ def _hstate_rows(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, Hc, pid, i_g, tok,
     NS = N1 - N0
     for j in range(NS):
         n = N1 - 1 - j
-        vr, tki = _rows(ri, n, tok, T, H, C)
-        Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
-        Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
-        if HAS_ALPHA:
-            gam, glast = _gamma(a_ptr, tki, vr, rc, mc, ri, D, C)
-            Uc = (glast / gam) * Ut
-            Kt = gam * Kt
-        else:
-            glast = tl.full((1, BD), 1.0, tl.float32)
-            Uc = Ut
-        Wm = tl.load(w_ptr + (pid * NT + n) * C * C + ri * C + ci)
-        X = tl.dot(Wm, Kt, input_precision=PREC)                                   # [C, BD]
+        vr, tki, Uc, glast, X = _chain_inputs(k_ptr, a_ptr, u_ptr, w_ptr, n, pid, i_g, tok, T, NT, H, G, D, BD, C,
+                                              HAS_ALPHA, PREC)
         if j == 0:
             src = dpT_ptr + pid * D * D
         else:
@@ -677,18 +685,8 @@ def chunk_bwd_hstate_kernel(k_ptr, a_ptr, u_ptr, w_ptr, dpT_ptr, hs_ptr, dp0_ptr
             hp = hs_ptr + (pid * NS + n - N0) * D * D + rr * D + rc
             S = tl.load(hp, mask=mr & mc, other=0.)
             tl.store(hp, Hc, mask=mr & mc)
-            vr, tki = _rows(ri, n, tok, T, H, C)
-            Kt = tl.load(k_ptr + tki * D + rc, mask=vr & mc, other=0.).to(tl.float32)
-            Ut = tl.load(u_ptr + (tki * G + i_g) * D + rc, mask=vr & mc, other=0.)
-            if HAS_ALPHA:
-                gam, glast = _gamma(a_ptr, tki, vr, rc, mc, ri, D, C)
-                Uc = (glast / gam) * Ut
-                Kt = gam * Kt
-            else:
-                glast = tl.full((1, BD), 1.0, tl.float32)
-                Uc = Ut
-            Wm = tl.load(w_ptr + (pid * NT + n) * C * C + ri * C + ci)
-            X = tl.dot(Wm, Kt, input_precision=PREC)                               # [C, BD]
+            vr, tki, Uc, glast, X = _chain_inputs(k_ptr, a_ptr, u_ptr, w_ptr, n, pid, i_g, tok, T, NT, H, G, D, BD, C,
+                                                  HAS_ALPHA, PREC)
             Y = _by_state(Uc, Hc, PREC, STATE_LEFT)                                # [C, BD]
             A = tl.dot(tl.trans(Y) * tl.trans(glast), X, input_precision=PREC)     # [BD, BD]
             YU = tl.dot(Y, tl.trans(Uc), input_precision=PREC)                     # [C, C]

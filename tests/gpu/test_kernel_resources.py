@@ -194,9 +194,9 @@ def test_s2_candidates_compile_what_the_launches_would(monkeypatch):
     assert trips == [16] * 5 and all("by_source_line" not in e["sass_per_chunk_step"] for e in out)
 
 
-def test_bwd_variants_launch_the_backward_at_the_given_block_and_warps(monkeypatch, tmp_path):
-    """``--bwd-variants BV:warps[:state_dot]``: the chunked backward's kernels at each shape with those launch
-    values (the epilogue keeps its own warps), one entry per shape and variant (compiles stubbed)."""
+def _bwd_variants(monkeypatch, tmp_path, variants):
+    """``kernel_resources --shapes S2 --bwd-variants VARIANTS`` with the compiles stubbed: the JSON's S2 entries and
+    every (kernel, constants, warps) the stub was asked to compile."""
     import json
 
     kr = _module()
@@ -206,9 +206,15 @@ def test_bwd_variants_launch_the_backward_at_the_given_block_and_warps(monkeypat
     monkeypatch.setattr(kr, "forward_kernels", lambda shape: {})
     monkeypatch.setattr(kr, "fused_kernels", lambda shape: {})
     out = tmp_path / "r.json"
-    assert kr.main(["--shapes", "S2", "--variants", "", "--mean-variants", "", "--bwd-variants", "16:4:left,32:16",
+    assert kr.main(["--shapes", "S2", "--variants", "", "--mean-variants", "", "--bwd-variants", variants,
                     "--out", str(out)]) == 0
-    got = json.loads(out.read_text())["backward_variants"]["S2"]
+    return json.loads(out.read_text())["backward_variants"]["S2"], seen
+
+
+def test_bwd_variants_launch_the_backward_at_the_given_block_and_warps(monkeypatch, tmp_path):
+    """``--bwd-variants BV:warps[:state_dot]``: the chunked backward's kernels at each shape with those launch
+    values (the epilogue keeps its own warps), one entry per shape and variant (compiles stubbed)."""
+    got, seen = _bwd_variants(monkeypatch, tmp_path, "16:4:left,32:16")
     assert [(e["bwd_BV"], e["bwd_warps"], e["state_dot"]) for e in got] == [(16, 4, "left"), (32, 16, "right")]
     first = [s for s in seen[:8] if s[0].fn.__name__ != "chunk_bwd_epilogue_kernel"]
     assert len(first) == 7 and all(w == 4 and c["D"] == 128 for _, c, w in first)
@@ -227,18 +233,7 @@ def test_bwd_variants_launch_the_backward_at_the_given_block_and_warps(monkeypat
 def test_bwd_variants_take_the_row_block_of_the_covariance_passes(monkeypatch, tmp_path):
     """``--bwd-variants BV:warps:state_dot:h_rows``: 0 compiles the covariance passes with the whole ``D×D``
     matrices in registers (the form before the row blocks), another value those rows a block."""
-    import json
-
-    kr = _module()
-    seen = []
-    monkeypatch.setattr(kr, "resources", lambda fn, consts, warps, cap=None: seen.append((fn, consts, warps))
-                        or {"warps": warps})
-    monkeypatch.setattr(kr, "forward_kernels", lambda shape: {})
-    monkeypatch.setattr(kr, "fused_kernels", lambda shape: {})
-    out = tmp_path / "r.json"
-    assert kr.main(["--shapes", "S2", "--variants", "", "--mean-variants", "", "--bwd-variants", "32:8::0,32:8:right:64",
-                    "--out", str(out)]) == 0
-    got = json.loads(out.read_text())["backward_variants"]["S2"]
+    got, seen = _bwd_variants(monkeypatch, tmp_path, "32:8::0,32:8:right:64")
     assert [(e["state_dot"], e["h_rows"]) for e in got] == [("right", 0), ("right", 64)]
     rows = [c["H_ROWS"] for f, c, _ in seen if "H_ROWS" in c]
     assert rows == [0, 0, 0, 64, 64, 64]
