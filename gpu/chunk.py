@@ -99,7 +99,7 @@ def _h_rows(BD: int) -> int:
     """Rows of a ``D×D`` block the backward's covariance passes read at a time (``H_ROWS`` of the ``hstate`` and
     ``cov_par`` kernels), 0 for the whole matrix in registers.  At ``BD > 64`` 32: compiled offline for
     ``sm_90a`` at S2 (``D = 128``, ``tf32x3``, 8 warps) the spills a thread fall from 524 / 584 / 1,760 B to
-    0 / 0 / 96 (the ``H`` chain, the sources, the outputs; ``benchmarks/cpu_bwd_resources_S2.json``)."""
+    0 / 0 / 100 (the ``H`` chain, the sources, the outputs; ``benchmarks/cpu_bwd_resources_S2.json``)."""
     return 32 if BD > 64 else 0
 
 
