@@ -935,7 +935,10 @@ def mqar(ev: Evidence) -> None:
     from assocmem.gpu.tasks.names import MQAR_LR_GRID
     from assocmem.gpu.tasks.train import PROTOCOL, protocol_tag, resolve_protocol
 
-    chosen = {}
+    def lr_of(r):
+        return float(r["protocol"].get("lr", PROTOCOL["mqar"]["lr"][0]))
+
+    chosen, runs_at = {}, {}
     all_runs = res
     for r in res:
         # checked with the run's own variant (Update's generator options apply to Update only), tagged
@@ -948,6 +951,14 @@ def mqar(ev: Evidence) -> None:
         key = (r["_tag"], r["model"], r["protocol"].get("variant", "base"), r["seed"])
         if key not in chosen or score > chosen[key][0]:
             chosen[key] = (score, r)
+        runs_at.setdefault(key, {}).setdefault(lr_of(r), (score, r))
+    # the grid's pick is seed 0's: a later seed is read at seed 0's chosen rate when it ran there (picking
+    # each seed's own best rate would select on luck); only a seed with no run at that rate falls back to
+    # its best validation accuracy, and its line names the rate
+    for (t, m, v, sd) in list(chosen):
+        first = chosen.get((t, m, v, 0))
+        if sd != 0 and first is not None and lr_of(first[1]) in runs_at[(t, m, v, sd)]:
+            chosen[(t, m, v, sd)] = runs_at[(t, m, v, sd)][lr_of(first[1])]
     res = [r for _, r in chosen.values()]
     ev.record(learning_rate_chosen={f"{m} {v}" + (f" [{t}]" if t else ""): r["protocol"].get("lr")
                                     for (t, m, v, sd), (_, r) in sorted(chosen.items()) if sd == 0})
@@ -957,9 +968,6 @@ def mqar(ev: Evidence) -> None:
     ev.record(acc_at_16_updates=up, acc_at_16_pairs=bk)
     # the readings are decided on seed 0; the other seeds that have finished, beside them
     # (a seed at another rate than seed 0's chosen one says so: the grid's pick is seed 0's)
-    def lr_of(r):
-        return float(r["protocol"].get("lr", PROTOCOL["mqar"]["lr"][0]))
-
     later = {}
     for r in default:
         v = r["protocol"].get("variant", "base")

@@ -665,6 +665,32 @@ def test_mqar_other_seeds_name_their_rate_where_it_is_not_seed_0s(tmp_path, monk
     assert f"other seeds: bl block seed 1{want} 0.88" in r.detail, r.detail
 
 
+@pytest.mark.parametrize("seed0_pick", [0.01, 0.003])
+def test_mqar_later_seed_is_read_at_seed_0s_rate_not_its_own_best(tmp_path, monkeypatch, seed0_pick):
+    """A later seed run at two rates is read at the rate validation picked on seed 0, even where its other
+    rate validates higher (picking each seed's own best rate would select on luck); seed 0's pick decides."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    _mqar(tmp_path, "block", {"gdn": 0.99}, "n_pairs")
+
+    def run(seed, lr, acc):
+        rows = [{"config": f"c{x}", "n_pairs": x, "block_size": 2, "acc": acc if x == 16 else 1.0}
+                for x in (2, 8, 16)]
+        _write(tmp_path, "mqar", "bl", seed, {"test": rows, "val": rows}, protocol={"variant": "block", "lr": lr},
+               tag=f"variant-block__lr-{lr:g}")
+
+    other = 0.003 if seed0_pick == 0.01 else 0.01
+    run(0, seed0_pick, 0.94)
+    run(0, other, 0.90)                                       # seed 0 validates best at seed0_pick
+    run(1, seed0_pick, 0.84)
+    run(1, other, 0.99)                                       # seed 1 would pick the other rate on its own
+    r = _claim("task.mqar").run()
+    assert r.computed["acc_at_16_pairs"]["bl"] == 0.94
+    assert r.computed["acc_at_16_other_seeds"] == {"bl block seed 1": 0.84}, r.computed["acc_at_16_other_seeds"]
+    assert "other seeds: bl block seed 1 0.84" in r.detail, r.detail
+
+
 @pytest.mark.parametrize("interleaved_acc, init_acc, flips", [(1.0, 0.0, None), (0.62, 0.0, None),
                                                                  (1.0, 0.58, "init-zoology"),
                                                                  (0.55, 0.0, "update_order-interleaved")])
