@@ -296,6 +296,29 @@ def test_cli_smoke_bl_interpreted(tmp_path, capsys, monkeypatch):
     assert "triton" in r["provenance"]["bl_op"]
 
 
+@pytest.mark.parametrize("seed0_pick", [1e-2, 3e-3])
+def test_mqar_figure_draws_a_later_seed_at_seed_0s_rate(tmp_path, seed0_pick):
+    """A later seed run at two rates is drawn at the rate seed 0's validation picked, even where its other rate
+    validates higher; without a run at that rate it falls back to its own best."""
+    from assocmem.gpu.tasks.plots import mqar_data
+
+    other = 3e-3 if seed0_pick == 1e-2 else 1e-2
+
+    def run(seed, lr, acc):
+        _fake(tmp_path, "mqar", "bl", seed, {"test": [{"n_pairs": p, "block_size": 2, "acc": acc} for p in (2, 16)],
+                                             "val": [{"n_pairs": p, "block_size": 2, "acc": acc} for p in (2, 16)]},
+              protocol={"variant": "block", "lr": lr}, tag=f"variant-block__lr-{lr}")
+
+    run(0, seed0_pick, 0.94)
+    run(0, other, 0.90)
+    run(1, seed0_pick, 0.84)
+    run(1, other, 0.99)
+    run(2, other, 0.88)                       # seed 2 has no run at seed 0's rate: its own best
+    assert mqar_data(tmp_path)["block"]["bl"]["acc"] == [0.94, 0.94]
+    assert mqar_data(tmp_path, seed=1)["block"]["bl"]["acc"] == [0.84, 0.84]
+    assert mqar_data(tmp_path, seed=2)["block"]["bl"]["acc"] == [0.88, 0.88]
+
+
 def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     """Fig. 4: Base against width, Update against updates, Block against pairs; of two learning rates the
     better run is drawn, and a run with another non-default choice (a pilot's 4 epochs) is left out."""
