@@ -218,7 +218,8 @@ DOCUMENTED = {
     # first (wd_exempt=marked: the same curve at 1e-3 to step 17,500)
     "mqar.update16_gdn_conv_mamba2_60": False,
     "mqar.update16_gdn_98": True,       # 0.99 at 16 updates (2 December)
-    # GDN 0.997 at 16 pairs, BL 0.91 (seed 1: 0.996): BL is not 25 points below GDN
+    # GDN 0.997 at 16 pairs (seed 1: 0.995), BL 0.940 at its picked rate 1e-2 (seeds 1 / 2: 0.844 / 0.889):
+    # BL is not 25 points below GDN on seed 0
     "mqar.block16_gdn_100_bl_75": False,
 }
 
@@ -339,6 +340,11 @@ CAUSES = {
                               "the rate picked at width 128: GDN-conv 1.000 and Mamba2 0.996 at 16 updates, not "
                               "0.60, while BL and GDN fall to 0.643 and 0.729 (width 128 reproduces their 0.88 "
                               "and 0.98)", "variant:update", "variant:block"),
+        # candidates listed before they ran (outcome None: a result fails the claim until its outcome is written
+        # here), plan device43: one hypothesis for panels b/c, as width 64 was
+        ("filler-random", None, "Zoology's filler between queries (ids uniform over the vocabulary, its "
+                                "random_non_queries; ours one PAD token), which the short convolution before "
+                                "each mixer sees beside every query", "variant:update", "variant:block"),
     ],
     "mqar.block16_gdn_100_bl_75": [
         ("backbone-mlp", False, "mixer and MLP without Zoology's short convolution (our first backbone): BL "
@@ -358,12 +364,21 @@ CAUSES = {
                              "0.65-0.85 on seed 0 only), GDN 0.996 on seed 0; on Update the same width takes BL to "
                              "0.643 and GDN to 0.729 at 16 updates",
          "variant:block", "variant:update"),
-        # a candidate listed before it ran (outcome None: a result fails the claim until its outcome is written
-        # here), plan device42.  Both BL readings of ours lie above the notes' (0.94 / 0.96 against 0.75 / 0.88)
-        # while GDN's match, so a smaller BL head (less capacity per covariance) may move both: one hypothesis
-        # for panels b/c, its Update run tests that it keeps BL's Update reading
-        ("bl_heads-8", None, "BL's 8,192 state as eight heads of 22 (7,744) instead of four of 32 (the paper's "
-                             "split is not given)", "variant:block", "variant:update"),
+        # plan device42 (6 December, seventh session): both BL readings of ours lay above the notes' while GDN's
+        # match, so a smaller BL head (less capacity per covariance) might move both; one hypothesis for panels
+        # b/c, its Update run testing that it keeps BL's Update reading
+        ("bl_heads-8", False, "BL's 8,192 state as eight heads of 22 (7,744) instead of four of 32 (the paper's "
+                              "split is not given), at BL's picked rate (1e-2): 0.890 at 16 pairs on seed 0, "
+                              "inside four heads' seed spread (0.940 / 0.844 / 0.889 on seeds 0 / 1 / 2), not "
+                              "0.75; on Update it keeps BL's reading (0.916 at 16 updates, four heads 0.962)",
+         "variant:block", "variant:update"),
+        # candidates listed before they ran, plan device43 (BL's, then GDN's run of each)
+        ("filler-random", None, "Zoology's filler between queries (ids uniform over the vocabulary, its "
+                                "random_non_queries; ours one PAD token), which the short convolution before "
+                                "each mixer sees beside every query", "variant:block", "variant:update"),
+        ("query_order-shuffled", None, "each query slot asking a key drawn at random instead of Zoology's i-th slot "
+                                       "asking the i-th key (so early keys are no longer asked early)",
+         "variant:block"),
     ],
     "swap.direct_nope_near_chance": [
         ("curriculum_keys-raw", True, "raw keys with β in (0, 1) (the paper-like parameterisation; run for the round2 "

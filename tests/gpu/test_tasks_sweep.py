@@ -330,6 +330,7 @@ def test_campaign_heavy_gpus_and_cli(monkeypatch, capsys):
 
 @pytest.mark.parametrize("plan, limit", [("device37", 3), ("device37", None), ("device38", None), ("device39", None),
                                          ("device40", 4), ("device41", 8), ("device42", 10),
+                                         ("device43", 10),
                                          ("paper", 4)])
 def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, plan, limit):
     """--order-file: TASK/NAME of each run, one a line, in the plan's order even under --longest-first (the device
@@ -381,6 +382,23 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
                                                   "mqar/gdn__variant-update__lr-0.01_s2"]
         names = [campaign.job_name(j) for j in campaign.PLANS[plan]()]
         assert len(names) == len(set(names)) and "gdn__variant-block__d_model-64_s1" in names
+    if plan == "device43":     # the filler (both disputed readings: BL's Block run first, GDN's Block seed 2 from
+        # its checkpoint beside it), then the query order, then device42's rest without width 64
+        assert order.read_text().splitlines() == ["mqar/bl__variant-block__lr-0.01__filler-random_s0",
+                                                  "mqar/gdn__variant-block_s2",
+                                                  "mqar/gdn-conv__variant-update__filler-random_s0",
+                                                  "mqar/mamba2__variant-update__lr-0.01__filler-random_s0",
+                                                  "mqar/gdn__variant-block__filler-random_s0",
+                                                  "mqar/bl__variant-update__lr-0.01__filler-random_s0",
+                                                  "mqar/gdn__variant-update__lr-0.01__filler-random_s0",
+                                                  "mqar/bl__variant-block__lr-0.01__query_order-shuffled_s0",
+                                                  "mqar/gdn__variant-block__query_order-shuffled_s0",
+                                                  # device42's own order next (its finished runs are skipped
+                                                  # where their results are, as in every plan)
+                                                  "mqar/bl__variant-block__lr-0.01__bl_heads-8_s0"]
+        names = [campaign.job_name(j) for j in campaign.PLANS[plan]()]
+        assert len(names) == len(set(names)) and not any("d_model-64" in n for n in names)
+        assert "gdn__variant-update__lr-0.01_s2" in names and "mamba2__lr-0.01_s0" in names
 
 
 def test_campaign_longest_first_and_partials(tmp_path):
