@@ -224,23 +224,29 @@ pack() {
     for f in "$OUT"/*; do [ -f "$f" ] && used=$(( used + $(stat -c %s "$f") )) && nfiles=$(( nfiles + 1 )); done
     local room=$(( max_total - used )) room_files=$(( max_files - nfiles ))
     [ $(( room_files * piece )) -lt "$room" ] && room=$(( room_files * piece ))
-    # the smallest checkpoints first (many short runs resume rather than one large one), sizes equal to
-    # the MiB (one model at two rates or seeds) in the plan's priority order (the campaign's --order-file; 4
-    # December: of two 29 MB GDN checkpoints the one at chance came back, the learning one stayed); the
-    # pieces are measured after compression, and the last kept checkpoint is dropped until they fit
+    # which come back: the ones holding the most training first (the wall time in the run's .partial.json,
+    # which the campaign writes for every run it stopped: what a restart would cost again), then the plan's
+    # priority order (the campaign's --order-file; 4 December: of two 29 MB GDN checkpoints the one at
+    # chance came back, the learning one stayed); each is added if the pieces, measured after compression,
+    # still fit (6 December: a 55 s BL checkpoint came back, being 2 MB smaller, and a GDN run's 200 s stayed)
     while read -r ck; do
       name=${ck#results/}; rank=$(grep -nxF "${name%.ckpt.pt}" /tmp/campaign_order.txt 2>/dev/null | head -1 | cut -d: -f1)
-      # to the nearest MiB: a longer curve is not a larger model
-      echo "$(( ($(stat -c %s "$ck") + 524288) / 1048576 )) ${rank:-999999} $ck"
-    done < /tmp/ckpts.txt | sort -k1,1n -k2,2n | while read -r sz rank ck; do echo "$ck"; done > /tmp/ckpts_kept.txt
-    while [ -s /tmp/ckpts_kept.txt ]; do
+      wall=$(grep -o '"wall_s": *[0-9.]*' "${ck%.ckpt.pt}.partial.json" 2>/dev/null | head -1 | grep -o '[0-9.]*$')
+      echo "${wall%.*} ${rank:-999999} $ck" | sed 's/^ /0 /'
+    done < /tmp/ckpts.txt | sort -k1,1nr -k2,2n -k3,3 > /tmp/ckpts_ranked.txt
+    : > /tmp/ckpts_kept.txt
+    local total
+    while read -r wall rank ck; do
+      { cat /tmp/ckpts_kept.txt; echo "$ck"; } > /tmp/ckpts_try.txt
       rm -f ckpts.tgz.part-*
-      tar czf - -T /tmp/ckpts_kept.txt | split -b "$piece" - ckpts.tgz.part-
-      local total; total=$(cat ckpts.tgz.part-* | wc -c)
-      [ "$total" -le "$room" ] && break
-      echo "checkpoint left behind (over what a call returns beside results.tgz; the run restarts unless the machine is still warm): $(tail -1 /tmp/ckpts_kept.txt)"
-      sed -i '$d' /tmp/ckpts_kept.txt
-    done
+      tar czf - -T /tmp/ckpts_try.txt | split -b "$piece" - ckpts.tgz.part-
+      total=$(cat ckpts.tgz.part-* | wc -c)
+      if [ "$total" -le "$room" ]; then cp /tmp/ckpts_try.txt /tmp/ckpts_kept.txt
+      else echo "checkpoint left behind (over what a call returns beside results.tgz; the run restarts unless the machine is still warm): $ck ($([ "$wall" -gt 0 ] && echo "$wall s of training" || echo "its training time not recorded"))"
+      fi
+    done < /tmp/ckpts_ranked.txt
+    rm -f ckpts.tgz.part-*
+    [ -s /tmp/ckpts_kept.txt ] && tar czf - -T /tmp/ckpts_kept.txt | split -b "$piece" - ckpts.tgz.part-
     [ -s /tmp/ckpts_kept.txt ] || rm -f ckpts.tgz.part-*
   fi
   rm -rf results

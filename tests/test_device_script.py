@@ -27,6 +27,8 @@ if [[ "$*" == *"assocmem.gpu.tasks.campaign"* ]]; then
   [ -n "$STUB_FINISH" ] && echo '{}' > "$out/mqar/$STUB_FINISH.json"
   # large unfinished checkpoints of random bytes (they do not compress, as trained weights barely do)
   for n in $STUB_BIG_CKPTS; do head -c "${STUB_BIG_SIZE:-25M}" /dev/urandom > "$out/mqar/big${n}_s0.ckpt.pt"; done
+  # the .partial.json the campaign writes for a run it stopped (NAME:WALL_S): the training its checkpoint holds
+  for w in $STUB_PARTIALS; do echo "{\"step\": 500, \"wall_s\": ${w##*:}}" > "$out/mqar/${w%%:*}.partial.json"; done
   # the plan's priority order, as the campaign writes it to --order-file
   order=""; prev=""
   for a in "$@"; do [ "$prev" = "--order-file" ] && order="$a"; prev="$a"; done
@@ -327,8 +329,24 @@ def test_of_equal_checkpoints_the_plans_earlier_runs_come_back(tmp_path):
     _, ck = _packed(out)
     assert sorted(c for c in ck if "big" in c) == ["results/mqar/big0_s0.ckpt.pt", "results/mqar/big2_s0.ckpt.pt"]
     left = [line for line in r.stdout.splitlines() if line.startswith("checkpoint left behind")]
-    assert len(left) == 1 and left[0].endswith("results/mqar/big1_s0.ckpt.pt")
-    assert "results/mqar/gdn_s0.ckpt.pt" in ck                       # the small one still first
+    assert len(left) == 1 and "results/mqar/big1_s0.ckpt.pt" in left[0], left
+    assert "results/mqar/gdn_s0.ckpt.pt" in ck                       # the small one fits beside them
+
+
+def test_the_checkpoints_holding_the_most_training_come_back_first(tmp_path):
+    """Three 25 MB checkpoints, two of which fit: the two whose runs trained longest (their .partial.json's
+    wall_s) come back, whatever the plan's order or a few MB of size (6 December: a BL checkpoint of 55 s came
+    back, being 2 MB smaller, and a GDN run's 200 s stayed behind); the one left behind says what it held."""
+    env, out = _env(tmp_path, STUB_BIG_CKPTS="0 1 2", STUB_ORDER="big0_s0 big1_s0 big2_s0 gdn_s0",
+                    STUB_PARTIALS="big0_s0:55.2 big1_s0:900.5 big2_s0:300", STUB_GROW="big0_s0:-2000000")
+    r = _call(_checkout(tmp_path), env, timeout=240)
+    assert _returned(out)
+    _, ck = _packed(out)
+    assert sorted(c for c in ck if "big" in c) == ["results/mqar/big1_s0.ckpt.pt", "results/mqar/big2_s0.ckpt.pt"]
+    left = [line for line in r.stdout.splitlines() if line.startswith("checkpoint left behind")]
+    assert left == ["checkpoint left behind (over what a call returns beside results.tgz; the run restarts unless "
+                    "the machine is still warm): results/mqar/big0_s0.ckpt.pt (55 s of training)"], left
+    assert "results/mqar/gdn_s0.ckpt.pt" in ck                       # no partial: last, but it still fits
 
 
 def test_a_benchmark_only_call_needs_no_dask_and_a_campaign_call_says_what_is_missing(tmp_path):
