@@ -470,7 +470,13 @@ def _judge(ev: Evidence, trend_fn, results, per_seed_readings: bool = False) -> 
         merged = _with_ablation(default, rs)
         per_protocol[tag] = {k: o for k, _, o in trend_fn(merged) if o is not None}
     ok = [t for _, t, o, _ in done if o]
-    not_ok = [(t, c) for _, t, o, c in done if not o]
+
+    def other_seeds(key):
+        """Where seed 0 decides a reading false but another seed's runs alone meet it, the summary says so."""
+        held, decided = per_seed.get(key, (0, 0))
+        return f" (seed 0 decides; holds on {held} of the {decided} seeds decided)" if held else ""
+
+    not_ok = [(t + other_seeds(k), c) for k, t, o, c in done if not o]
     qw = per_protocol.get("queries_write-true")
     ev.record(protocol_default=_protocol_spec_defaults(results), trends_reproduced=ok,
               trends_not_reproduced=[t for t, _ in not_ok], trends_without_results=missing,

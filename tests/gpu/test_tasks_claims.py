@@ -665,6 +665,26 @@ def test_mqar_other_seeds_name_their_rate_where_it_is_not_seed_0s(tmp_path, monk
     assert f"other seeds: bl block seed 1{want} 0.88" in r.detail, r.detail
 
 
+@pytest.mark.parametrize("bl_seed1, note", [(0.80, " (seed 0 decides; holds on 1 of the 2 seeds decided)"),
+                                             (0.95, "")])
+def test_mqar_reading_not_reproduced_on_seed_0_says_where_another_seed_meets_it(tmp_path, monkeypatch,
+                                                                              bl_seed1, note):
+    """Seed 0 decides the Block reading (BL 0.91: not ≈ 0.75); where seed 1's runs alone meet it (BL 0.80,
+    GDN 0.99) the summary says on how many seeds it holds, and says nothing where no other seed does."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    monkeypatch.setitem(tasks.DOCUMENTED, "mqar.block16_gdn_100_bl_75", False)
+    _mqar(tmp_path, "block", {"gdn": 0.99, "bl": 0.91}, "n_pairs")
+    for m, a in (("gdn", 0.99), ("bl", bl_seed1)):
+        rows = [{"config": f"c{x}", "n_pairs": x, "block_size": 2, "acc": a if x == 16 else 1.0} for x in (2, 8, 16)]
+        _write(tmp_path, "mqar", m, 1, {"test": rows}, protocol={"variant": "block"}, tag="variant-block")
+    r = _claim("task.mqar").run()
+    assert r.status == "disputed", r.detail
+    assert f"at 16 pairs (Block) GDN ≈ 100 %, BL ≈ 75 % (Fig. 4c){note} [" in r.detail, r.detail
+    assert r.computed["seeds_by_trend"]["mqar.block16_gdn_100_bl_75"] == {"holds": int(bool(note)), "run": 2}
+
+
 @pytest.mark.parametrize("seed0_pick", [0.01, 0.003])
 def test_mqar_later_seed_is_read_at_seed_0s_rate_not_its_own_best(tmp_path, monkeypatch, seed0_pick):
     """A later seed run at two rates is read at the rate validation picked on seed 0, even where its other
