@@ -972,7 +972,9 @@ def mqar(ev: Evidence) -> None:
         key = (r["_tag"], r["model"], r["protocol"].get("variant", "base"), r["seed"])
         if key not in chosen or score > chosen[key][0]:
             chosen[key] = (score, r)
-        runs_at.setdefault(key, {}).setdefault(lr_of(r), (score, r))
+        at = runs_at.setdefault(key, {})
+        if lr_of(r) not in at or score > at[lr_of(r)][0]:
+            at[lr_of(r)] = (score, r)
     # the grid's pick is seed 0's: a later seed is read at seed 0's chosen rate when it ran there (picking
     # each seed's own best rate would select on luck); only a seed with no run at that rate falls back to
     # its best validation accuracy, and its line names the rate
