@@ -89,8 +89,10 @@ fi
 # in /tmp by pack below).  The results go over the carried ones: they are the last call's own, also
 # when its return was cut short (2 December: a finished run's JSON did not come back, and the next
 # call, resuming from the call before, ran it again from step 0).  A call then need not carry the
-# checkpoints back either (two or three 30 MB checkpoints are over what a call carries); carried
-# pieces, unpacked next, take precedence
+# checkpoints back either (two or three 30 MB checkpoints are over what a call carries).  The carried
+# pieces, unpacked next, add only what the stash lacks: a warm machine's copy of a run is never older than
+# a carried one (the pieces come from this or an earlier call's return, and ingest_device_return.py keeps
+# older checkpoints there for runs a call left behind), so a carried checkpoint never rewinds a run
 stash="${ASSOCMEM_CKPT_STASH:-/tmp/assocmem-ckpt-stash}"
 if [ -f "$stash/results.tgz" ]; then
   tar xzf "$stash/results.tgz" -C "$OUT" && echo "results from this machine's stash (the last call's)"
@@ -101,10 +103,10 @@ if [ -d "$stash/results" ]; then
   done
 fi
 if ls .resume/ckpts.tgz.part-* >/dev/null 2>&1; then
-  cat .resume/ckpts.tgz.part-* | tar xzf - -C "$OUT" && echo "checkpoints from .resume/ckpts.tgz.part-*"
+  cat .resume/ckpts.tgz.part-* | tar xzf - --skip-old-files -C "$OUT" && echo "checkpoints from .resume/ckpts.tgz.part-* (those the stash lacks)"
 fi
 if [ -f .resume/ckpts.tar.xz ]; then     # the same, recompressed here when the pieces would not fit what a call carries
-  tar xJf .resume/ckpts.tar.xz -C "$OUT" && echo "checkpoints from .resume/ckpts.tar.xz"
+  tar xJf .resume/ckpts.tar.xz --skip-old-files -C "$OUT" && echo "checkpoints from .resume/ckpts.tar.xz (those the stash lacks)"
 fi
 # Triton's cache, carried between calls (.resume/triton-cache.tgz, from the last call's
 # $OUT/triton-cache.tgz): on a fresh machine fla's GDN kernels compile and autotune for about three

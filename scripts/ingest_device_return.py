@@ -7,8 +7,10 @@
 first if the next call may reuse that folder).  From the repo root, this:
 
 - puts ``results.tgz`` and ``triton-cache.tgz`` in ``.resume/`` for the next call, and replaces the
-  checkpoint pieces there with the returned ones (or removes them when none came back: a stale piece
-  would be unpacked over a warm machine's newer checkpoint and rewind its run);
+  checkpoint pieces there with the returned ones, keeping beside them the checkpoints of the pieces there
+  before whose runs neither came back nor finished (a run whose checkpoint the call left behind resumes
+  from the older one rather than from step 0; on a warm machine its own newer copy wins, since
+  ``device_campaign.sh`` does not unpack a carried checkpoint over one the machine kept);
 - copies every result JSON that is new or changed into ``results/``: unfinished runs'
   ``.partial.json`` always (they only move forward), a finished run's JSON only when the checkout has
   none (a finished result that differs from the committed one is reported and left alone unless
@@ -69,9 +71,12 @@ def ingest(returned: Path, tag: str, repo: Path, *, date: str | None = None, ove
         if (returned / name).is_file():
             shutil.copyfile(returned / name, resume / name)
             done["resume"].append(name)
+    before = tempfile.TemporaryDirectory()             # the checkpoints carried so far, read before they go
+    older = _read_checkpoints(sorted(resume.glob("ckpts.tgz.part-*")), resume / "ckpts.tar.xz", Path(before.name))
     for old in list(resume.glob("ckpts.tgz.part-*")) + list(resume.glob("ckpts.tar.xz")):
         old.unlink()
-    for piece in sorted(returned.glob("ckpts.tgz.part-*")):
+    back = sorted(returned.glob("ckpts.tgz.part-*"))
+    for piece in back:
         shutil.copyfile(piece, resume / piece.name)
         done["resume"].append(piece.name)
 
@@ -124,11 +129,70 @@ def ingest(returned: Path, tag: str, repo: Path, *, date: str | None = None, ove
             done["bench"] += sorted(str(p.relative_to(resume)) for p in dst.rglob("*") if p.is_file())
         if done["bench"]:
             out(f"bench: {len(done['bench'])} file(s) in .resume/bench-{tag}/ (name and commit them under benchmarks/)")
+        # the older checkpoints whose runs neither came back nor finished (here or in this return) stay
+        with tempfile.TemporaryDirectory() as tmp2:
+            newer = _read_checkpoints(back, None, Path(tmp2)) if back else {}
+            keep = {n: f for n, f in (older or {}).items() if n not in (newer or {})
+                    and not any((d / (n[: -len(".ckpt.pt")] + ".json")).is_file() for d in (repo, x))}
+            if keep and newer is not None:
+                for p in resume.glob("ckpts.tgz.part-*"):
+                    p.unlink()
+                pieces = _write_pieces({**keep, **newer}, resume)
+                done["resume"] = [n for n in done["resume"] if not n.startswith("ckpts.tgz.part-")] + pieces
+                done["ckpt_kept"] = sorted(keep)
+                for n in done["ckpt_kept"]:
+                    out(f"checkpoint kept from the pieces before (its run neither came back nor finished): {n}")
+    before.cleanup()
+    if older is None:
+        out("checkpoint pieces before: unreadable, dropped")
     out(f"resume: {', '.join(done['resume'])} in .resume/ for the next call")
     if (repo / ".git").exists():
         done["carry"] = _carry_line(repo)
         out(done["carry"])
     return done
+
+
+PIECE = 15 * 1024 * 1024         # the size device_campaign.sh splits checkpoint archives into
+
+
+def _read_checkpoints(pieces, xz, into: Path):
+    """{member name: extracted file} of the ``*.ckpt.pt`` in the concatenated gzip ``pieces`` (or the ``xz``
+    archive ``pack_carry.py --repack`` writes), unpacked under ``into``; {} when there are none, None when
+    they cannot be read (then nothing of them is kept)."""
+    import io
+
+    blobs = [(b"".join(p.read_bytes() for p in pieces), "r:gz")] if pieces else []
+    if xz is not None and xz.is_file():
+        blobs.append((xz.read_bytes(), "r:xz"))
+    found = {}
+    try:
+        for data, mode in blobs:
+            with tarfile.open(fileobj=io.BytesIO(data), mode=mode) as tf:
+                members = [m for m in tf.getmembers() if m.isfile() and m.name.endswith(".ckpt.pt")]
+                tf.extractall(into, members=members, filter="data")
+                found.update({m.name: into / m.name for m in members})
+    except (tarfile.TarError, OSError, EOFError):
+        return None
+    return found
+
+
+def _write_pieces(files: dict, resume: Path) -> list:
+    """The checkpoints ``files`` ({member name: path}) as one gzip archive split into 15 MiB
+    ``ckpts.tgz.part-aa``, ``-ab``, ... in ``resume`` (what device_campaign.sh unpacks); their names."""
+    import io
+    import string
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name in sorted(files):
+            tf.add(files[name], arcname=name)
+    data, names = buf.getvalue(), []
+    for i in range(0, len(data), PIECE):
+        k = i // PIECE
+        name = "ckpts.tgz.part-" + string.ascii_lowercase[k // 26] + string.ascii_lowercase[k % 26]
+        (resume / name).write_bytes(data[i:i + PIECE])
+        names.append(name)
+    return names
 
 
 def _carry_line(repo: Path, limit_mib: float = 64.0) -> str:

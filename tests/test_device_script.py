@@ -23,6 +23,7 @@ if [[ "$*" == *"assocmem.gpu.tasks.campaign"* ]]; then
   mkdir -p "$out/mqar"
   echo "checkpoints at the start: $(cd "$out/mqar" && ls *.ckpt.pt 2>/dev/null | tr '\n' ' ')" >> "$STUB_LOG"
   echo "results at the start: $(cd "$out/mqar" && ls *.json 2>/dev/null | tr '\n' ' ')" >> "$STUB_LOG"
+  echo "gdn_s0 at the start: $(cat "$out/mqar/gdn_s0.ckpt.pt" 2>/dev/null)" >> "$STUB_LOG"
   echo '{}' > "$out/mqar/bl_s0.json"; echo ck > "$out/mqar/bl_s0.ckpt.pt"; echo ck > "$out/mqar/gdn_s0.ckpt.pt"
   [ -n "$STUB_FINISH" ] && echo '{}' > "$out/mqar/$STUB_FINISH.json"
   # large unfinished checkpoints of random bytes (they do not compress, as trained weights barely do)
@@ -290,6 +291,31 @@ def test_a_warm_machine_keeps_the_unfinished_checkpoints_for_the_next_call(tmp_p
     assert "checkpoint from this machine's stash: results/mqar/gdn_s0.ckpt.pt" in r.stdout
     starts = [x for x in (tmp_path / "log").read_text().splitlines() if x.startswith("checkpoints at the start")]
     assert starts == ["checkpoints at the start: ", "checkpoints at the start: gdn_s0.ckpt.pt "], starts
+
+
+def test_a_carried_checkpoint_never_rewinds_the_warm_machines_newer_one(tmp_path):
+    """The next call on a warm machine carries pieces holding an older checkpoint of a run the stash also
+    has (ingest_device_return.py keeps older ones for runs a call left behind) and one the stash lacks: the
+    stash's copy is resumed, and the other is added."""
+    import io
+
+    env, out = _env(tmp_path)
+    root = _checkout(tmp_path)
+    _call(root, env)                                 # the stash now holds gdn_s0's checkpoint ("ck")
+    shutil.rmtree(out)
+    out.mkdir()
+    (root / ".resume").mkdir()
+    with tarfile.open(root / ".resume" / "ckpts.tgz.part-aa", "w:gz") as tf:
+        for name, text in (("results/mqar/gdn_s0.ckpt.pt", b"older"), ("results/mqar/left_s0.ckpt.pt", b"kept")):
+            info = tarfile.TarInfo(name)
+            info.size = len(text)
+            tf.addfile(info, io.BytesIO(text))
+    r = _call(root, env)
+    assert "checkpoints from .resume/ckpts.tgz.part-* (those the stash lacks)" in r.stdout
+    log = (tmp_path / "log").read_text().splitlines()
+    assert [x for x in log if x.startswith("gdn_s0 at the start")][-1] == "gdn_s0 at the start: ck"
+    starts = [x for x in log if x.startswith("checkpoints at the start")]
+    assert starts[-1] == "checkpoints at the start: gdn_s0.ckpt.pt left_s0.ckpt.pt ", starts
 
 
 def test_chunk_ab_times_each_carried_commit_then_this_one_before_the_campaign(tmp_path):

@@ -131,3 +131,66 @@ def test_outside_git_there_is_no_carry_line(tmp_path, repo):
     lines = []
     done = _module().ingest(_returned(tmp_path), "s9call1", repo, date="2026-12-06", out=lines.append)
     assert "carry" not in done and not any(x.startswith("carry to") for x in lines)
+
+
+def _pieces(folder: Path, files: dict, piece: int = 0):
+    """``files`` as device_campaign.sh packs checkpoints: one gzip archive split into ckpts.tgz.part-aa, ..."""
+    _tgz(folder / "ck.tgz", files)
+    data = (folder / "ck.tgz").read_bytes()
+    (folder / "ck.tgz").unlink()
+    step = piece or len(data)
+    for k, i in enumerate(range(0, len(data), step)):
+        (folder / f"ckpts.tgz.part-a{'abcdefghij'[k]}").write_bytes(data[i:i + step])
+
+
+def _carried(repo: Path) -> dict:
+    data = b"".join(p.read_bytes() for p in sorted((repo / ".resume").glob("ckpts.tgz.part-*")))
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tf:
+        return {m.name: tf.extractfile(m).read().decode() for m in tf.getmembers()}
+
+
+@pytest.mark.parametrize("pieces_back", [True, False])
+def test_a_checkpoint_the_call_left_behind_is_kept_from_the_pieces_before(tmp_path, repo, pieces_back):
+    """The pieces carried so far hold four runs' checkpoints: the one the call returned again is replaced by
+    the returned one, the two whose runs finished (in this return, or committed before) go, and the one the
+    call did not return (left behind, or a benchmark-only call) stays, so its run resumes instead of
+    restarting (6 December: a GDN run's 6,000 steps were kept only by hand)."""
+    for p in (repo / ".resume").glob("ckpts.tgz.part-*"):
+        p.unlink()
+    _pieces(repo / ".resume", {"results/mqar/run.ckpt.pt": "old run", "results/mqar/fin.ckpt.pt": "old fin",
+                               "results/mqar/done.ckpt.pt": "old done", "results/mqar/gone_0.003_s0.ckpt.pt": "left"},
+            piece=64)
+    ret = _returned(tmp_path, ckpt=False)
+    if pieces_back:
+        _pieces(ret, {"results/mqar/run.ckpt.pt": "new run"})
+    lines = []
+    done = _module().ingest(ret, "s9call1", repo, date="2026-12-06", out=lines.append)
+    want = {"results/mqar/gone_0.003_s0.ckpt.pt": "left"}
+    if pieces_back:
+        want["results/mqar/run.ckpt.pt"] = "new run"
+    else:
+        want["results/mqar/run.ckpt.pt"] = "old run"          # nothing came back: the older one is all there is
+    assert _carried(repo) == want
+    assert done["ckpt_kept"] == sorted(set(want) - ({"results/mqar/run.ckpt.pt"} if pieces_back else set()))
+    assert ("checkpoint kept from the pieces before (its run neither came back nor finished): "
+            "results/mqar/gone_0.003_s0.ckpt.pt") in lines
+
+
+def test_kept_checkpoints_are_split_into_pieces_the_device_script_reads(tmp_path, repo, monkeypatch):
+    """Merged checkpoints over one piece's size come back as ckpts.tgz.part-aa, -ab, ... that concatenate
+    into one archive."""
+    mod = _module()
+    monkeypatch.setattr(mod, "PIECE", 100)
+    for p in (repo / ".resume").glob("ckpts.tgz.part-*"):
+        p.unlink()
+    import os
+
+    big = os.urandom(400).hex()                              # does not compress below a piece
+    _pieces(repo / ".resume", {"results/mqar/gone_s0.ckpt.pt": big})
+    ret = _returned(tmp_path, ckpt=False)
+    _pieces(ret, {"results/mqar/run.ckpt.pt": "new run"})
+    mod.ingest(ret, "s9call1", repo, date="2026-12-06", out=lambda s: None)
+    names = sorted(p.name for p in (repo / ".resume").glob("ckpts.tgz.part-*"))
+    assert len(names) > 2 and names[:2] == ["ckpts.tgz.part-aa", "ckpts.tgz.part-ab"]
+    assert all((repo / ".resume" / n).stat().st_size <= 100 for n in names)
+    assert _carried(repo) == {"results/mqar/gone_s0.ckpt.pt": big, "results/mqar/run.ckpt.pt": "new run"}
