@@ -10,7 +10,9 @@ first if the next call may reuse that folder).  From the repo root, this:
   checkpoint pieces there with the returned ones, keeping beside them the checkpoints of the pieces there
   before whose runs neither came back nor finished (a run whose checkpoint the call left behind resumes
   from the older one rather than from step 0; on a warm machine its own newer copy wins, since
-  ``device_campaign.sh`` does not unpack a carried checkpoint over one the machine kept);
+  ``device_campaign.sh`` does not unpack a carried checkpoint over one the machine kept); in a git
+  checkout, kept ones that would put the next carry over 64 MiB are dropped again, least training first
+  (the wall time in the run's ``.partial.json``), each named;
 - copies every result JSON that is new or changed into ``results/``: unfinished runs'
   ``.partial.json`` always (they only move forward), a finished run's JSON only when the checkout has
   none (a finished result that differs from the committed one is reported and left alone unless
@@ -135,9 +137,31 @@ def ingest(returned: Path, tag: str, repo: Path, *, date: str | None = None, ove
             keep = {n: f for n, f in (older or {}).items() if n not in (newer or {})
                     and not any((d / (n[: -len(".ckpt.pt")] + ".json")).is_file() for d in (repo, x))}
             if keep and newer is not None:
-                for p in resume.glob("ckpts.tgz.part-*"):
-                    p.unlink()
-                pieces = _write_pieces({**keep, **newer}, resume)
+                # in a git checkout, the kept ones that would put the next carry over go, least training first
+                # (the wall time in the run's .partial.json); what the call returned is never dropped
+                def training(n):
+                    return _wall_s(repo / (n[: -len(".ckpt.pt")] + ".partial.json"))
+
+                order = sorted(keep, key=lambda n: (training(n), n))
+                while True:
+                    for p in resume.glob("ckpts.tgz.part-*"):
+                        p.unlink()
+                    if keep:
+                        pieces = _write_pieces({**keep, **newer}, resume)
+                    else:                                  # back to what the call returned
+                        pieces = [piece.name for piece in back]
+                        for piece in back:
+                            shutil.copyfile(piece, resume / piece.name)
+                    if not keep or not (repo / ".git").exists():
+                        break
+                    total, limit = _carry_total(repo)
+                    if total <= limit:
+                        break
+                    n = order.pop(0)
+                    del keep[n]
+                    done.setdefault("ckpt_dropped", []).append(n)
+                    out(f"checkpoint from the pieces before dropped, over what the next call carries: {n} "
+                        f"({training(n):.0f} s of training)")
                 done["resume"] = [n for n in done["resume"] if not n.startswith("ckpts.tgz.part-")] + pieces
                 done["ckpt_kept"] = sorted(keep)
                 for n in done["ckpt_kept"]:
@@ -195,17 +219,37 @@ def _write_pieces(files: dict, resume: Path) -> list:
     return names
 
 
-def _carry_line(repo: Path, limit_mib: float = 64.0) -> str:
-    """Whether the next call can carry ``.whl`` and ``.resume`` beside the tree to a cold machine
-    (``scripts/pack_carry.py``'s count against ``limit_mib``, 64 MiB)."""
+CARRY_MIB = 64.0                 # what a call to a cold machine carries at most
+
+
+def _wall_s(partial: Path) -> float:
+    """The training wall time a stopped run's ``.partial.json`` records (0 where there is none)."""
+    import json
+
+    try:
+        return float(json.loads(partial.read_text()).get("wall_s", 0.0))
+    except (OSError, ValueError, AttributeError):
+        return 0.0
+
+
+def _carry_total(repo: Path, limit_mib: float | None = None) -> tuple:
+    """(bytes, limit in bytes) of what the next call to a cold machine carries: ``.whl`` and ``.resume``
+    beside the tree (``scripts/pack_carry.py``'s count)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("pack_carry", Path(__file__).with_name("pack_carry.py"))
     pc = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pc)
-    limit = limit_mib * pc.MiB
-    total, _ = pc.report(repo, [".whl", ".resume"], limit)
-    head = f"carry to a cold machine (.whl, .resume, the tree): {total / pc.MiB:.1f} MiB of {limit_mib:g}"
+    limit = (CARRY_MIB if limit_mib is None else limit_mib) * pc.MiB
+    return pc.report(repo, [".whl", ".resume"], limit)[0], limit
+
+
+def _carry_line(repo: Path, limit_mib: float | None = None) -> str:
+    """Whether the next call can carry ``.whl`` and ``.resume`` beside the tree to a cold machine
+    (``scripts/pack_carry.py``'s count against ``limit_mib``, 64 MiB)."""
+    total, limit = _carry_total(repo, limit_mib)
+    limit_mib = limit / (1024 * 1024)
+    head = f"carry to a cold machine (.whl, .resume, the tree): {total / 2**20:.1f} MiB of {limit_mib:g}"
     return head + (": fits" if total <= limit else ": over; python3 scripts/pack_carry.py --repack")
 
 
