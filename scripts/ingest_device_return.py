@@ -11,8 +11,8 @@ first if the next call may reuse that folder).  From the repo root, this:
   before whose runs neither came back nor finished (a run whose checkpoint the call left behind resumes
   from the older one rather than from step 0; on a warm machine its own newer copy wins, since
   ``device_campaign.sh`` does not unpack a carried checkpoint over one the machine kept); in a git
-  checkout, kept ones that would put the next carry over 64 MiB are dropped again, least training first
-  (the wall time in the run's ``.partial.json``), each named;
+  checkout, while the merged checkpoints would put the next carry over 64 MiB the one holding the least
+  training goes, kept or returned alike (the wall time in the run's ``.partial.json``), each named;
 - copies every result JSON that is new or changed into ``results/``: unfinished runs'
   ``.partial.json`` always (they only move forward), a finished run's JSON only when the checkout has
   none (a finished result that differs from the committed one is reported and left alone unless
@@ -137,33 +137,30 @@ def ingest(returned: Path, tag: str, repo: Path, *, date: str | None = None, ove
             keep = {n: f for n, f in (older or {}).items() if n not in (newer or {})
                     and not any((d / (n[: -len(".ckpt.pt")] + ".json")).is_file() for d in (repo, x))}
             if keep and newer is not None:
-                # in a git checkout, the kept ones that would put the next carry over go, least training first
-                # (the wall time in the run's .partial.json); what the call returned is never dropped
+                # in a git checkout, while the next carry would be over its limit the checkpoint holding the least
+                # training goes (the wall time in its run's .partial.json), kept or returned alike: that is
+                # what its run would have to train again
                 def training(n):
                     return _wall_s(repo / (n[: -len(".ckpt.pt")] + ".partial.json"))
 
-                order = sorted(keep, key=lambda n: (training(n), n))
+                pool = {**keep, **newer}
+                order = sorted(pool, key=lambda n: (training(n), n))
                 while True:
                     for p in resume.glob("ckpts.tgz.part-*"):
                         p.unlink()
-                    if keep:
-                        pieces = _write_pieces({**keep, **newer}, resume)
-                    else:                                  # back to what the call returned
-                        pieces = [piece.name for piece in back]
-                        for piece in back:
-                            shutil.copyfile(piece, resume / piece.name)
-                    if not keep or not (repo / ".git").exists():
+                    pieces = _write_pieces(pool, resume) if pool else []
+                    if not pool or not (repo / ".git").exists():
                         break
                     total, limit = _carry_total(repo)
                     if total <= limit:
                         break
                     n = order.pop(0)
-                    del keep[n]
+                    del pool[n]
                     done.setdefault("ckpt_dropped", []).append(n)
-                    out(f"checkpoint from the pieces before dropped, over what the next call carries: {n} "
-                        f"({training(n):.0f} s of training)")
+                    out(f"checkpoint dropped, over what the next call carries: {n} ({training(n):.0f} s of "
+                        f"training; {'returned by this call' if n in newer else 'from the pieces before'})")
                 done["resume"] = [n for n in done["resume"] if not n.startswith("ckpts.tgz.part-")] + pieces
-                done["ckpt_kept"] = sorted(keep)
+                done["ckpt_kept"] = sorted(n for n in pool if n in keep)
                 for n in done["ckpt_kept"]:
                     out(f"checkpoint kept from the pieces before (its run neither came back nor finished): {n}")
     before.cleanup()

@@ -196,40 +196,44 @@ def test_kept_checkpoints_are_split_into_pieces_the_device_script_reads(tmp_path
     assert _carried(repo) == {"results/mqar/gone_s0.ckpt.pt": big, "results/mqar/run.ckpt.pt": "new run"}
 
 
-def test_kept_checkpoints_that_would_not_fit_the_next_carry_go_least_training_first(tmp_path, repo, monkeypatch):
-    """In a git checkout, two older checkpoints kept beside the returned one would put the next carry over its
-    limit: the one whose run trained less (its .partial.json's wall_s) is dropped and named; the returned one
-    is never dropped."""
+def test_checkpoints_that_would_not_fit_the_next_carry_go_least_training_first(tmp_path, repo, monkeypatch):
+    """In a git checkout, the older checkpoints kept beside the returned one would put the next carry over its
+    limit: the checkpoints go least training first (their .partial.json's wall_s), kept or returned alike, each
+    named, until the carry fits (6 December: a returned BL checkpoint of 55 s against a kept GDN one of 185 s)."""
     import os
 
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     mod = _module()
     for p in (repo / ".resume").glob("ckpts.tgz.part-*"):
         p.unlink()
-    short, long = os.urandom(20000).hex(), os.urandom(20000).hex()
+    short, long, new = (os.urandom(20000).hex() for _ in range(3))
     _pieces(repo / ".resume", {"results/mqar/short_s0.ckpt.pt": short, "results/mqar/long_s0.ckpt.pt": long})
     (repo / "results" / "mqar" / "short_s0.partial.json").write_text(json.dumps({"step": 50, "wall_s": 40.0}))
     (repo / "results" / "mqar" / "long_s0.partial.json").write_text(json.dumps({"step": 900, "wall_s": 700.0}))
-    ret = _returned(tmp_path, ckpt=False)
-    _pieces(ret, {"results/mqar/run.ckpt.pt": "new run"})
+    ret = tmp_path / "ret"
+    ret.mkdir()
+    _tgz(ret / "results.tgz", {"results/mqar/run.partial.json": json.dumps({"step": 20, "wall_s": 55.0})})
+    _pieces(ret, {"results/mqar/run.ckpt.pt": new})
 
-    def carried_bytes(r, limit_mib=None):                 # the pieces alone, against room for one checkpoint
-        return sum(p.stat().st_size for p in (r / ".resume").glob("ckpts.tgz.part-*")), 30000
+    def carried_bytes(r, limit_mib=None):                 # the pieces alone, against room for two checkpoints
+        return sum(p.stat().st_size for p in (r / ".resume").glob("ckpts.tgz.part-*")), 50000
 
     monkeypatch.setattr(mod, "_carry_total", carried_bytes)
     lines = []
     done = mod.ingest(ret, "s9call1", repo, date="2026-12-06", out=lines.append)
-    assert _carried(repo) == {"results/mqar/long_s0.ckpt.pt": long, "results/mqar/run.ckpt.pt": "new run"}
-    assert done["ckpt_dropped"] == ["results/mqar/short_s0.ckpt.pt"] and done["ckpt_kept"] == [
-        "results/mqar/long_s0.ckpt.pt"]
-    assert ("checkpoint from the pieces before dropped, over what the next call carries: "
-            "results/mqar/short_s0.ckpt.pt (40 s of training)") in lines
-    # with no room even for one, both go and the pieces are the returned ones, unchanged
-    monkeypatch.setattr(mod, "_carry_total", lambda r, limit_mib=None: (1, 0))
+    assert _carried(repo) == {"results/mqar/long_s0.ckpt.pt": long, "results/mqar/run.ckpt.pt": new}
+    assert done["ckpt_dropped"] == ["results/mqar/short_s0.ckpt.pt"]
+    assert done["ckpt_kept"] == ["results/mqar/long_s0.ckpt.pt"]
+    assert ("checkpoint dropped, over what the next call carries: results/mqar/short_s0.ckpt.pt (40 s of training; "
+            "from the pieces before)") in lines
+    # room for one: the returned checkpoint (55 s) goes before the kept one (700 s)
+    monkeypatch.setattr(mod, "_carry_total", lambda r, limit_mib=None: (carried_bytes(r)[0], 25000))
     for p in (repo / ".resume").glob("ckpts.tgz.part-*"):
         p.unlink()
     _pieces(repo / ".resume", {"results/mqar/short_s0.ckpt.pt": short, "results/mqar/long_s0.ckpt.pt": long})
-    done = mod.ingest(ret, "s9call2", repo, date="2026-12-06", out=lambda s: None)
-    assert _carried(repo) == {"results/mqar/run.ckpt.pt": "new run"} and done["ckpt_kept"] == []
-    assert done["ckpt_dropped"] == ["results/mqar/short_s0.ckpt.pt", "results/mqar/long_s0.ckpt.pt"]
-    assert sorted(p.name for p in (repo / ".resume").glob("ckpts.tgz.part-*")) == ["ckpts.tgz.part-aa"]
+    lines = []
+    done = mod.ingest(ret, "s9call2", repo, date="2026-12-06", out=lines.append)
+    assert _carried(repo) == {"results/mqar/long_s0.ckpt.pt": long}
+    assert done["ckpt_dropped"] == ["results/mqar/short_s0.ckpt.pt", "results/mqar/run.ckpt.pt"]
+    assert ("checkpoint dropped, over what the next call carries: results/mqar/run.ckpt.pt (55 s of training; "
+            "returned by this call)") in lines
