@@ -956,10 +956,12 @@ def mqar(ev: Evidence) -> None:
     from assocmem.gpu.tasks.names import MQAR_LR_GRID
     from assocmem.gpu.tasks.train import PROTOCOL, protocol_tag, resolve_protocol
 
+    from assocmem.gpu.tasks import mqar as Mq
+
     def lr_of(r):
         return float(r["protocol"].get("lr", PROTOCOL["mqar"]["lr"][0]))
 
-    chosen, runs_at = {}, {}
+    runs_at = {}                          # {((tag, model, variant), seed): {lr: (score, run)}}
     all_runs = res
     for r in res:
         # checked with the run's own variant (Update's generator options apply to Update only), tagged
@@ -969,19 +971,12 @@ def mqar(ev: Evidence) -> None:
                                           "lr": PROTOCOL["mqar"]["lr"][0]})
         sel = r["eval"].get("val") or r["eval"].get("test") or [{"acc": 0.0}]
         score = sum(x["acc"] for x in sel) / len(sel)
-        key = (r["_tag"], r["model"], r["protocol"].get("variant", "base"), r["seed"])
-        if key not in chosen or score > chosen[key][0]:
-            chosen[key] = (score, r)
-        at = runs_at.setdefault(key, {})
+        at = runs_at.setdefault(((r["_tag"], r["model"], r["protocol"].get("variant", "base")), r["seed"]), {})
         if lr_of(r) not in at or score > at[lr_of(r)][0]:
             at[lr_of(r)] = (score, r)
-    # the grid's pick is seed 0's: a later seed is read at seed 0's chosen rate when it ran there (picking
-    # each seed's own best rate would select on luck); only a seed with no run at that rate falls back to
-    # its best validation accuracy, and its line names the rate
-    for (t, m, v, sd) in list(chosen):
-        first = chosen.get((t, m, v, 0))
-        if sd != 0 and first is not None and lr_of(first[1]) in runs_at[(t, m, v, sd)]:
-            chosen[(t, m, v, sd)] = runs_at[(t, m, v, sd)][lr_of(first[1])]
+    # the grid's pick is seed 0's (Mq.pick_rates, as Fig. 4 draws it); a later seed with no run at that rate
+    # falls back to its own best, and its line names the rate
+    chosen = {(*group, sd): sr for (group, sd), sr in Mq.pick_rates(runs_at).items()}
     res = [r for _, r in chosen.values()]
     ev.record(learning_rate_chosen={f"{m} {v}" + (f" [{t}]" if t else ""): r["protocol"].get("lr")
                                     for (t, m, v, sd), (_, r) in sorted(chosen.items()) if sd == 0})

@@ -505,6 +505,22 @@ def final_train_acc(curve) -> Optional[float]:
     return sum(x["acc"] for x in tail) / len(tail) if tail else None
 
 
+def pick_rates(cands: dict) -> dict:
+    """The paper's learning-rate pick over ``cands``, ``{(group, seed): {lr: (score, item)}}`` (``score`` the
+    mean validation accuracy): ``{(group, seed): (score, item)}``.  Seed 0 takes its best-scoring rate; a later
+    seed is read at seed 0's pick where it ran there (picking each seed's own best rate would select on
+    luck), and falls back to its own best only where it did not."""
+    def best(rates):
+        return max(rates.values(), key=lambda si: si[0])
+
+    out = {}
+    for (group, seed), rates in cands.items():
+        first = cands.get((group, 0))
+        lr0 = max(first, key=lambda lr: first[lr][0]) if first else None
+        out[(group, seed)] = rates[lr0] if seed != 0 and lr0 in rates else best(rates)
+    return out
+
+
 def testset_configs(variant: str, *, sweep: Optional[Sequence[int]] = None, **overrides) -> list[MQARConfig]:
     """The test configurations: base (512, 64); update (128, 16, U) for ``U`` in ``sweep``
     (default 0, 2, …, 16); block (128, P, b = 2) for ``P`` in ``sweep`` (default 2, 4, …, 16)."""

@@ -636,9 +636,9 @@ def mqar_data(results_dir, protocol=None, seed=0) -> dict:
     defaults = resolve_protocol("mqar", probe)
     unrecorded = resolve_protocol("mqar", None)   # a choice a result does not record took the default then
     out: dict = {}
-    cands: dict = {0: {}, seed: {}}                 # {seed: {key: {lr: (score, pts)}}}
+    cands: dict = {}                                 # {(key, seed): {lr: (score, pts)}}, seeds 0 and ``seed``
     for r in load_results(results_dir, "mqar", tag=None):
-        if r.get("seed") not in cands:
+        if r.get("seed") not in (0, seed):
             continue
         pr = {**unrecorded, **{k: v for k, v in r.get("protocol", {}).items() if k in PROTOCOL["mqar"]}}
         if any(pr[k] != defaults[k] for k in pr if k not in ("variant", "lr", "d_model")
@@ -662,18 +662,10 @@ def mqar_data(results_dir, protocol=None, seed=0) -> dict:
         else:
             xk = "n_updates" if v == "update" else "n_pairs"
             key, pts = (v, r["model"], None), sorted((row[xk], row["acc"]) for row in rows)
-        at = cands[r["seed"]].setdefault(key, {})
+        at = cands.setdefault((key, r["seed"]), {})
         if pr["lr"] not in at or score > at[pr["lr"]][0]:
             at[pr["lr"]] = (score, pts)
-
-    def pick(rates):
-        return max(rates.values(), key=lambda sp: sp[0])
-
-    best = {}
-    for key, rates in cands[seed].items():
-        first = cands[0].get(key)
-        lr0 = max(first, key=lambda lr: first[lr][0]) if first else None
-        best[key] = rates[lr0] if seed != 0 and lr0 in rates else pick(rates)
+    best = {key: sp for (key, s), sp in Mq.pick_rates(cands).items() if s == seed}
     for (v, m, _), (_, pts) in best.items():
         d = out.setdefault(v, {}).setdefault(m, {"x": [], "acc": []})
         for x, a, *flag in pts:

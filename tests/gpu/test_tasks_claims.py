@@ -1001,3 +1001,16 @@ def test_a_cause_run_on_several_seeds_says_on_how_many_the_flip_holds(tmp_path, 
         _write(tmp_path, "mqar", "bl", seed, _blk(0.76), protocol=w64, tag=tag)
     r = _claim("task.mqar").run()
     assert "d_model-64 flips it (1 seed(s)): width 64" in r.detail, r.detail
+
+
+def test_pick_rates_is_seed_0s_pick_for_every_seed_that_ran_it():
+    """The one learning-rate pick the claim and Fig. 4 share: seed 0 at its best score; a later seed at seed 0's
+    rate where it ran there, else at its own best; a group without seed 0 at each seed's own best."""
+    from assocmem.gpu.tasks.mqar import pick_rates
+
+    cands = {("bl", 0): {1e-2: (0.9, "a0"), 3e-3: (0.8, "b0")},
+             ("bl", 1): {1e-2: (0.5, "a1"), 3e-3: (0.99, "b1")},
+             ("bl", 2): {3e-3: (0.7, "b2"), 1e-3: (0.75, "c2")},
+             ("gdn", 1): {1e-2: (0.3, "x1"), 1e-3: (0.6, "y1")}}
+    assert pick_rates(cands) == {("bl", 0): (0.9, "a0"), ("bl", 1): (0.5, "a1"), ("bl", 2): (0.75, "c2"),
+                                 ("gdn", 1): (0.6, "y1")}
