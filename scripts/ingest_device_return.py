@@ -11,8 +11,9 @@ first if the next call may reuse that folder).  From the repo root, this:
   before whose runs neither came back nor finished (a run whose checkpoint the call left behind resumes
   from the older one rather than from step 0; on a warm machine its own newer copy wins, since
   ``device_campaign.sh`` does not unpack a carried checkpoint over one the machine kept); in a git
-  checkout, while the merged checkpoints would put the next carry over 64 MiB the one holding the least
-  training goes, kept or returned alike (the wall time in the run's ``.partial.json``), each named;
+  checkout, while the checkpoints (merged, or only the returned ones) would put the next carry over 64 MiB
+  the one holding the least training goes, kept or returned alike (the wall time in the run's
+  ``.partial.json``), each named;
 - copies every result JSON that is new or changed into ``results/``: unfinished runs'
   ``.partial.json`` always (they only move forward), a finished run's JSON only when the checkout has
   none (a finished result that differs from the committed one is reported and left alone unless
@@ -21,7 +22,8 @@ first if the next call may reuse that folder).  From the repo root, this:
 - copies the campaign log and each run's log into ``results/logs/`` as ``DATE-TAG-campaign.log`` and
   ``DATE-TAG-TASK-RUN.log``, skipping a log whose text is already there under another call's name
   (a warm machine returns the last call's logs again);
-- copies the benchmarks' files (``bench/``) to ``.resume/bench-TAG/`` and lists them: they go into
+- copies the benchmarks' files (``bench/``) to ``.resume/bench-TAG/`` and lists them, skipping a file
+  already taken from an earlier call (a warm machine returns the last benchmarks again): they go into
   ``benchmarks/`` under names that say the card and the question, by hand.
 
 It prints one line per action, then (in a git checkout) whether ``.whl`` and ``.resume`` fit beside the
@@ -46,6 +48,12 @@ def _unpack(tgz: Path, into: Path) -> Path:
     with tarfile.open(tgz) as tf:
         tf.extractall(into, filter="data")
     return into
+
+
+def _over(repo: Path) -> bool:
+    """Whether the next carry to a cold machine (tree, ``.whl``, ``.resume``) is over its limit."""
+    total, limit = _carry_total(repo)
+    return total > limit
 
 
 def _log_name(rel: Path, date: str, tag: str) -> str:
@@ -125,10 +133,16 @@ def ingest(returned: Path, tag: str, repo: Path, *, date: str | None = None, ove
                 f.unlink()
                 done["removed"].append(str(f.relative_to(repo / "results")))
                 out(f"removed: {f.relative_to(repo)} (its run finished)")
+        # a warm machine returns the last benchmarks again: a file already taken (same name, same bytes) is not
+        seen = [e for e in resume.glob("bench-*/**/*") if e.is_file()]
         for b in bench:
             dst = resume / f"bench-{tag}"
-            shutil.copytree(b, dst, dirs_exist_ok=True)
-            done["bench"] += sorted(str(p.relative_to(resume)) for p in dst.rglob("*") if p.is_file())
+            for f in sorted(p for p in b.rglob("*") if p.is_file()):
+                if any(e.name == f.name and filecmp.cmp(f, e, shallow=False) for e in seen):
+                    continue
+                (dst / f.relative_to(b)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f, dst / f.relative_to(b))
+                done["bench"].append(str((dst / f.relative_to(b)).relative_to(resume)))
         if done["bench"]:
             out(f"bench: {len(done['bench'])} file(s) in .resume/bench-{tag}/ (name and commit them under benchmarks/)")
         # the older checkpoints whose runs neither came back nor finished (here or in this return) stay
@@ -136,7 +150,8 @@ def ingest(returned: Path, tag: str, repo: Path, *, date: str | None = None, ove
             newer = _read_checkpoints(back, None, Path(tmp2)) if back else {}
             keep = {n: f for n, f in (older or {}).items() if n not in (newer or {})
                     and not any((d / (n[: -len(".ckpt.pt")] + ".json")).is_file() for d in (repo, x))}
-            if keep and newer is not None:
+            over = bool(newer) and (repo / ".git").exists() and _over(repo)
+            if newer is not None and (keep or over):
                 # in a git checkout, while the next carry would be over its limit the checkpoint holding the least
                 # training goes (the wall time in its run's .partial.json), kept or returned alike: that is
                 # what its run would have to train again

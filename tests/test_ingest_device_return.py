@@ -92,6 +92,25 @@ def test_no_pieces_back_removes_the_stale_ones_and_a_repeated_log_is_not_copied_
     assert not list((repo / ".resume").glob("ckpts.tgz.part-*"))
 
 
+def test_benchmarks_a_warm_machine_returns_again_are_not_taken_twice(tmp_path, repo):
+    """The second call's return carries the first call's benchmark file again (same bytes) and one new one:
+    only the new one lands in .resume/bench-s9call2/, and a call returning only the old one makes no folder."""
+    mod = _module()
+    mod.ingest(_returned(tmp_path), "s9call1", repo, date="2026-12-06", out=lambda s: None)
+    ret2 = tmp_path / "ret2"
+    ret2.mkdir()
+    _tgz(ret2 / "results.tgz", {"results/bench/gpu_bench.json": "{}", "results/bench/gpu_bench_2.json": "{\"x\": 1}"})
+    done = mod.ingest(ret2, "s9call2", repo, date="2026-12-06", out=lambda s: None)
+    assert done["bench"] == ["bench-s9call2/gpu_bench_2.json"]
+    ret3 = tmp_path / "ret3"
+    ret3.mkdir()
+    _tgz(ret3 / "results.tgz", {"results/bench/gpu_bench.json": "{}"})
+    lines = []
+    done = mod.ingest(ret3, "s9call3", repo, date="2026-12-06", out=lines.append)
+    assert done["bench"] == [] and not (repo / ".resume" / "bench-s9call3").exists()
+    assert not any(ln.startswith("bench:") for ln in lines)
+
+
 def test_overwrite_takes_the_returned_result(tmp_path, repo):
     _module().ingest(_returned(tmp_path), "s9call1", repo, overwrite=True, out=lambda s: None)
     assert json.loads((repo / "results" / "mqar" / "done.json").read_text()) == {"acc": 0.9}
@@ -237,3 +256,37 @@ def test_checkpoints_that_would_not_fit_the_next_carry_go_least_training_first(t
     assert done["ckpt_dropped"] == ["results/mqar/short_s0.ckpt.pt", "results/mqar/run.ckpt.pt"]
     assert ("checkpoint dropped, over what the next call carries: results/mqar/run.ckpt.pt (55 s of training; "
             "returned by this call)") in lines
+
+
+def test_returned_checkpoints_alone_over_the_next_carry_go_least_training_first(tmp_path, repo, monkeypatch):
+    """Nothing is kept from before, but the returned checkpoints alone would put the next carry over its limit
+    (6 December, eighth session: two returned checkpoints of 27 and 29 MB, 79 MiB in all): the one holding
+    the least training goes, named; under the limit nothing is dropped."""
+    import os
+
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    mod = _module()
+    for p in (repo / ".resume").glob("ckpts.tgz.part-*"):
+        p.unlink()
+    a, b = (os.urandom(20000).hex() for _ in range(2))
+    ret = tmp_path / "ret"
+    ret.mkdir()
+    _tgz(ret / "results.tgz", {"results/mqar/a_s0.partial.json": json.dumps({"step": 9500, "wall_s": 287.0}),
+                               "results/mqar/b_s0.partial.json": json.dumps({"step": 12000, "wall_s": 266.0})})
+    _pieces(ret, {"results/mqar/a_s0.ckpt.pt": a, "results/mqar/b_s0.ckpt.pt": b})
+
+    def pieces_against(room):
+        return lambda r, limit_mib=None: (sum(p.stat().st_size for p in (r / ".resume").glob("ckpts.tgz.part-*")),
+                                          room)
+
+    monkeypatch.setattr(mod, "_carry_total", pieces_against(30000))       # room for one
+    lines = []
+    done = mod.ingest(ret, "s9call1", repo, date="2026-12-06", out=lines.append)
+    assert _carried(repo) == {"results/mqar/a_s0.ckpt.pt": a}
+    assert done["ckpt_dropped"] == ["results/mqar/b_s0.ckpt.pt"]
+    assert ("checkpoint dropped, over what the next call carries: results/mqar/b_s0.ckpt.pt (266 s of training; "
+            "returned by this call)") in lines
+    monkeypatch.setattr(mod, "_carry_total", pieces_against(10 ** 6))     # room for both
+    done = mod.ingest(ret, "s9call2", repo, date="2026-12-06", out=lambda s: None)
+    assert _carried(repo) == {"results/mqar/a_s0.ckpt.pt": a, "results/mqar/b_s0.ckpt.pt": b}
+    assert "ckpt_dropped" not in done
