@@ -340,11 +340,14 @@ CAUSES = {
                               "the rate picked at width 128: GDN-conv 1.000 and Mamba2 0.996 at 16 updates, not "
                               "0.60, while BL and GDN fall to 0.643 and 0.729 (width 128 reproduces their 0.88 "
                               "and 0.98)", "variant:update", "variant:block"),
-        # candidates listed before they ran (outcome None: a result fails the claim until its outcome is written
-        # here), plan device43: one hypothesis for panels b/c, as width 64 was
-        ("filler-random", None, "Zoology's filler between queries (ids uniform over the vocabulary, its "
-                                "random_non_queries; ours one PAD token), which the short convolution before "
-                                "each mixer sees beside every query", "variant:update", "variant:block"),
+        # plan device43 (6 December, eighth session): one hypothesis for panels b/c, as width 64 was
+        ("filler-random", False, "Zoology's filler between queries (ids uniform over the vocabulary, its "
+                                 "random_non_queries; ours one PAD token): neither baseline learns under it in "
+                                 "25,000 steps at its picked rate (GDN-conv at 1e-3 ends at training accuracy "
+                                 "0.03, Mamba2 at 1e-2 at 0.05; under PAD both pass 0.5 by step 3,825 / 5,950), "
+                                 "so both read 0.000 at 16 updates (chance 1/8,192), not 0.60; BL, whose write "
+                                 "mask keeps filler out of its memory, learns under it (0.902 at 16 pairs)",
+         "variant:update", "variant:block"),
     ],
     "mqar.block16_gdn_100_bl_75": [
         ("backbone-mlp", False, "mixer and MLP without Zoology's short convolution (our first backbone): BL "
@@ -372,10 +375,20 @@ CAUSES = {
                               "inside four heads' seed spread (0.940 / 0.844 / 0.889 on seeds 0 / 1 / 2), not "
                               "0.75; on Update it keeps BL's reading (0.916 at 16 updates, four heads 0.962)",
          "variant:block", "variant:update"),
-        # candidates listed before they ran, plan device43 (BL's, then GDN's run of each)
-        ("filler-random", None, "Zoology's filler between queries (ids uniform over the vocabulary, its "
-                                "random_non_queries; ours one PAD token), which the short convolution before "
-                                "each mixer sees beside every query", "variant:block", "variant:update"),
+        # plan device43 (6 December, eighth session; BL's run first, GDN's after)
+        ("filler-random", False, "Zoology's filler between queries (ids uniform over the vocabulary, its "
+                                 "random_non_queries; ours one PAD token): BL 0.902 at 16 pairs on seed 0 (0.940 "
+                                 "under PAD), not 0.75; GDN's run is half done (step 9,500 of 18,750, training "
+                                 "accuracy 0.13, where under PAD it passed 0.5 by step 3,400); on Update neither "
+                                 "GDN-conv nor Mamba2 learns under it (0.000 at 16 updates)",
+         "variant:block", "variant:update"),
+        # candidates listed before they ran (outcome None: a result fails the claim until its outcome is written
+        # here), plan device44.  queries_write: BL's write mask (only key and value tokens write; queries and
+        # filler are Kalman missing observations) is knowledge the baselines do not get (fla's layers write
+        # every token); under random filler it let BL learn where GDN-conv and Mamba2 did not, so without it BL
+        # may fall toward the notes' 0.75.  Its Update run tests that it keeps BL's Update reading.
+        ("queries_write-true", None, "BL without its write mask (query and filler tokens write too, as every "
+                                     "token does in the baselines)", "variant:block", "variant:update"),
         ("query_order-shuffled", None, "each query slot asking a key drawn at random instead of Zoology's i-th slot "
                                        "asking the i-th key (so early keys are no longer asked early)",
          "variant:block"),

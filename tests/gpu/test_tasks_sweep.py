@@ -330,7 +330,7 @@ def test_campaign_heavy_gpus_and_cli(monkeypatch, capsys):
 
 @pytest.mark.parametrize("plan, limit", [("device37", 3), ("device37", None), ("device38", None), ("device39", None),
                                          ("device40", 4), ("device41", 8), ("device42", 10),
-                                         ("device43", 10),
+                                         ("device43", 10), ("device44", 7),
                                          ("paper", 4)])
 def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, plan, limit):
     """--order-file: TASK/NAME of each run, one a line, in the plan's order even under --longest-first (the device
@@ -399,6 +399,21 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
         names = [campaign.job_name(j) for j in campaign.PLANS[plan]()]
         assert len(names) == len(set(names)) and not any("d_model-64" in n for n in names)
         assert "gdn__variant-update__lr-0.01_s2" in names and "mamba2__lr-0.01_s0" in names
+
+
+    if plan == "device44":     # BL without its write mask (Block, then Update), the query order, GDN's filler
+        # Block run (from its checkpoint), then device43's rest with the filler's Update runs last
+        assert order.read_text().splitlines() == ["mqar/bl__queries_write-true__variant-block__lr-0.01_s0",
+                                                  "mqar/bl__variant-block__lr-0.01__query_order-shuffled_s0",
+                                                  "mqar/gdn__variant-block__filler-random_s0",
+                                                  "mqar/bl__queries_write-true__variant-update__lr-0.01_s0",
+                                                  "mqar/gdn__variant-block__query_order-shuffled_s0",
+                                                  "mqar/gdn__variant-block_s2",
+                                                  "mqar/bl__variant-block__lr-0.01__bl_heads-8_s0"]
+        names = [campaign.job_name(j) for j in campaign.PLANS[plan]()]
+        assert len(names) == len(set(names)) and not any("d_model-64" in n for n in names)
+        assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
+                              "gdn__variant-update__lr-0.01__filler-random_s0"]
 
 
 def test_campaign_longest_first_and_partials(tmp_path):
