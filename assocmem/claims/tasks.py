@@ -345,8 +345,10 @@ CAUSES = {
                                  "random_non_queries; ours one PAD token): neither baseline learns under it in "
                                  "25,000 steps at its picked rate (GDN-conv at 1e-3 ends at training accuracy "
                                  "0.03, Mamba2 at 1e-2 at 0.05; under PAD both pass 0.5 by step 3,825 / 5,950), "
-                                 "so both read 0.000 at 16 updates (chance 1/8,192), not 0.60; BL, whose write "
-                                 "mask keeps filler out of its memory, learns under it (0.902 at 16 pairs)",
+                                 "so both read 0.000 at 16 updates (chance 1/8,192), not 0.60 (other rates not "
+                                 "run under it: a model that does not learn cannot give the reading's partial "
+                                 "0.60 at that rate); BL, whose write mask keeps filler out of its memory, learns "
+                                 "under it (0.902 at 16 pairs)",
          "variant:update", "variant:block"),
     ],
     "mqar.block16_gdn_100_bl_75": [
