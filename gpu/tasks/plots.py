@@ -713,7 +713,10 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                  # the generator's open choices (plan device43; drawn once their runs exist)
                  (mqar_data(results_dir, {"filler": "random"}), "filler=random (ablation: Zoology's filler)",
                   "--", "p"),
-                 (mqar_data(results_dir, {"query_order": "shuffled"}), "query_order=shuffled (ablation)", "--", "8")]
+                 (mqar_data(results_dir, {"query_order": "shuffled"}), "query_order=shuffled (ablation)", "--", "8"),
+                 # BL without its write mask, as the baselines have none (plan device44; drawn once its runs exist)
+                 (mqar_data(results_dir, {"queries_write": True}), "queries_write=true (ablation: BL without its "
+                  "write mask)", "--", ">")]
     # the readings are judged on seed 0; the other seeds that have finished, thin, beside it
     others = [(s, mqar_data(results_dir, seed=s)) for s in (1, 2)]
     # one legend entry per model for its thin lines (they share one style): the seeds it has, any panel

@@ -347,6 +347,10 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
           protocol={"variant": "update", "lr": 1e-2, "bl_heads": 8}, tag="variant-update__lr-0.01__bl_heads-8")
     _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_updates": u, "acc": 0.45} for u in (0, 8, 16)]},
           protocol={"variant": "update", "lr": 3e-3, "bl_decay": True}, tag="variant-update__lr-0.003__bl_decay-true")
+    # BL without its write mask (queries and filler write, as in the baselines): a candidate for the Block reading
+    _fake(tmp_path, "mqar", "bl", 0, {"test": [{"n_updates": u, "acc": 0.35} for u in (0, 8, 16)]},
+          protocol={"variant": "update", "lr": 1e-2, "queries_write": True},
+          tag="queries_write-true__variant-update__lr-0.01")
     # a second seed: never seed 0's line (the readings are judged on seed 0), drawn thin beside it
     _fake(tmp_path, "mqar", "bl", 1, {"test": [{"n_updates": u, "acc": 0.8} for u in (0, 8, 16)]},
           protocol={"variant": "update", "lr": 3e-3}, tag="variant-update__lr-0.003")
@@ -391,6 +395,8 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     assert list(heads8.get_ydata()) == [0.55] * 3 and heads8.get_linestyle() == "--"
     (decay,) = [ln for ln in ax_update.lines if ln.get_label() == "BL, bl_decay=true (ablation)"]
     assert list(decay.get_ydata()) == [0.45] * 3 and decay.get_linestyle() == "--"
+    (qw,) = [ln for ln in ax_update.lines if ln.get_label() == "BL, queries_write=true (ablation: BL without its write mask)"]
+    assert list(qw.get_ydata()) == [0.35] * 3 and qw.get_linestyle() == "--"
     for label, y in (("GDN + conv, update_order=interleaved (ablation)", 0.97), ("Mamba2, init=zoology (ablation)", 0.02),
                      ("GDN + conv, update_keys=distinct (ablation)", 0.93)):
         (ln,) = [ln for ln in ax_update.lines if ln.get_label() == label]
