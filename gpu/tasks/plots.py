@@ -15,7 +15,9 @@ out_dir)`` draws every figure whose results exist.
   width and stress-test variants; the other figures show the default protocol only;
 * ``curriculum_curves`` — AM Fig. 6: training accuracy at the current training length vs step,
   curriculum 32 → 256 vs direct training at 256, NoPE and RoPE.  Runs stopped at a
-  time limit (``*.partial.json``, no evaluation) are drawn too, marked as stopped.
+  time limit (``*.partial.json``, no evaluation) are drawn too, marked as stopped;
+* ``mqar``              — BL Fig. 4a-c, the default protocol (later seeds thin) and the notes' readings;
+  ``mqar_ablations`` the protocol ablations, one small panel each beside the default (issue 16).
 """
 from __future__ import annotations
 
@@ -680,43 +682,61 @@ def mqar_data(results_dir, protocol=None, seed=0) -> dict:
     return out
 
 
+# the protocol ablations of Fig. 4, in the order they were added: (protocol, what, line style, marker).
+# The other backbones: (mixer, MLP), ours before 2 December, the measured cause of BL's Block memorising;
+# the mixers alone (no convolution, no MLP)
+MQAR_ABLATIONS = (
+    ({"backbone": "mlp"}, "backbone=mlp (ours before; ablation)", ":", "x"),
+    ({"backbone": "mixers"}, "backbone=mixers (mixers alone: no block conv, no MLP; ablation)", "-.", "+"),
+    # BL's own choices tried as causes of the Block reading (2 December, fourth session; 6 December, fifth)
+    ({"bl_heads": 1}, "bl_heads=1 (ablation)", "--", "s"),
+    ({"bl_heads": 8}, "bl_heads=8 (ablation: eight heads of 22)", "--", "X"),
+    ({"bl_noise_init": 0.5}, "bl_noise_init=0.5 (ablation)", "--", "^"),
+    ({"bl_noise_init": 0.005}, "bl_noise_init=0.005 (ablation)", "--", "v"),
+    ({"bl_decay": True}, "bl_decay=true (ablation)", "--", "<"),
+    # the Update reading's ablations (3 December): the generator's update order, Zoology's init
+    ({"update_order": "interleaved"}, "update_order=interleaved (ablation)", "--", "d"),
+    ({"init": "zoology"}, "init=zoology (ablation)", "--", "*"),
+    ({"update_keys": "distinct"}, "update_keys=distinct (ablation)", "--", "P"),
+    # training on at most half as many updates as pairs: 16 updates then lie beyond training
+    ({"update_train_frac": 0.5}, "update_train_frac=0.5 (ablation: trained on at most 8 updates)", "--", "h"),
+    # panels b/c at width 64: the paper does not give their width (BL drops from 0.83 to 0.15 on Base)
+    ({"d_model": 64}, "width 64 (ablation: panels b/c's width is not given)", "--", "D"),
+    # the generator's open choices (plans device43-44)
+    ({"filler": "random"}, "filler=random (ablation: Zoology's filler)", "--", "p"),
+    ({"query_order": "shuffled"}, "query_order=shuffled (ablation)", "--", "8"),
+    # BL without its write mask, as the baselines have none (plan device44)
+    ({"queries_write": True}, "queries_write=true (ablation: BL without its write mask)", "--", ">"),
+)
+MQAR_COLORS = {"bl": COLORS.get("bl", "#1f4e9c"), "gdn": "#2a9d8f", "gdn-conv": "#e9c46a", "mamba2": "#e76f51"}
+
+
+def _mqar_references(ax, v, models=None):
+    """Panels b/c's references: the notes' readings at 16 (published inputs, drawn hollow, never as ours; of
+    ``models`` only, where given) and the 1/P line."""
+    from .names import MQAR_FIG4_READINGS
+
+    same = {}                                     # equal readings (GDN-conv, Mamba2: 0.60) side by side
+    for m, a in MQAR_FIG4_READINGS[v].items():
+        if models is not None and m not in models:
+            continue
+        dx = 0.35 * same.setdefault(a, 0)
+        same[a] += 1
+        ax.plot([16 + dx], [a], marker="o", ms=5, mfc="none", mew=0.9, ls="none", color=MQAR_COLORS[m],
+                label=f"{MQAR_LABELS[m]}, paper (notes' reading)")
+    xs = list(range(2 if v == "block" else 0, 17, 2))
+    # naming one of the sequence's values at random: 1/P (Update: the 16 current values)
+    ax.plot(xs, [1 / x if v == "block" else 1 / 16 for x in xs], ls="--", lw=0.8, color="0.55",
+            label="one of the P values at random (1/P)")
+
+
 def plot_mqar(results_dir, out_dir) -> list[Path]:
-    """BL Fig. 4a-c from the finished 40-epoch runs (each model at its best learning rate), with the
-    runs under ``backbone=mlp`` (our backbone before 2 December) dotted and under ``backbone=mixers``
-    dash-dotted beside them."""
+    """BL Fig. 4a-c from the finished 40-epoch runs of the default protocol (each model at its best learning
+    rate; seed 0 decides, later seeds thin), the notes' readings hollow beside them; the ablations are
+    :func:`plot_mqar_ablations`'s figure."""
     d = mqar_data(results_dir)
     if not d:
         return []
-    # the other backbones, faded beside the default's: (mixer, MLP), ours before 2 December, the measured
-    # cause of BL's Block disagreement; the mixers alone (no convolution, no MLP)
-    ablations = [(mqar_data(results_dir, {"backbone": "mlp"}), "backbone=mlp (ours before; ablation)", ":", "x"),
-                 (mqar_data(results_dir, {"backbone": "mixers"}), "backbone=mixers (mixers alone: no block conv, no MLP; ablation)",
-                  "-.", "+"),
-                 # BL's own choices tried as causes of the Block reading (2 December, fourth session)
-                 (mqar_data(results_dir, {"bl_heads": 1}), "bl_heads=1 (ablation)", "--", "s"),
-                 # the smaller head (6 December, fifth session's candidate; drawn once its runs exist)
-                 (mqar_data(results_dir, {"bl_heads": 8}), "bl_heads=8 (ablation: eight heads of 22)", "--", "X"),
-                 (mqar_data(results_dir, {"bl_noise_init": 0.5}), "bl_noise_init=0.5 (ablation)", "--", "^"),
-                 (mqar_data(results_dir, {"bl_noise_init": 0.005}), "bl_noise_init=0.005 (ablation)", "--", "v"),
-                 (mqar_data(results_dir, {"bl_decay": True}), "bl_decay=true (ablation)", "--", "<"),
-                 # the Update reading's ablations (3 December): the generator's update order, Zoology's init
-                 (mqar_data(results_dir, {"update_order": "interleaved"}), "update_order=interleaved (ablation)",
-                  "--", "d"),
-                 (mqar_data(results_dir, {"init": "zoology"}), "init=zoology (ablation)", "--", "*"),
-                 (mqar_data(results_dir, {"update_keys": "distinct"}), "update_keys=distinct (ablation)", "--", "P"),
-                 # training on at most half as many updates as pairs: 16 updates then lie beyond training
-                 (mqar_data(results_dir, {"update_train_frac": 0.5}), "update_train_frac=0.5 (ablation: trained "
-                  "on at most 8 updates)", "--", "h"),
-                 # panels b/c at width 64: the paper does not give their width (BL drops from 0.83 to 0.15 on Base)
-                 (mqar_data(results_dir, {"d_model": 64}), "width 64 (ablation: panels b/c's width is not given)",
-                  "--", "D"),
-                 # the generator's open choices (plan device43; drawn once their runs exist)
-                 (mqar_data(results_dir, {"filler": "random"}), "filler=random (ablation: Zoology's filler)",
-                  "--", "p"),
-                 (mqar_data(results_dir, {"query_order": "shuffled"}), "query_order=shuffled (ablation)", "--", "8"),
-                 # BL without its write mask, as the baselines have none (plan device44; drawn once its runs exist)
-                 (mqar_data(results_dir, {"queries_write": True}), "queries_write=true (ablation: BL without its "
-                  "write mask)", "--", ">")]
     # the readings are judged on seed 0; the other seeds that have finished, thin, beside it
     others = [(s, mqar_data(results_dir, seed=s)) for s in (1, 2)]
     # one legend entry per model for its thin lines (they share one style): the seeds it has, any panel
@@ -725,7 +745,7 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
         have = [s for s, other in others if any(m in panel for panel in other.values())]
         seed_names[m] = ("seed " if len(have) == 1 else "seeds ") + ", ".join(map(str, have))
     plt = _pyplot()
-    colors = {"bl": COLORS.get("bl", "#1f4e9c"), "gdn": "#2a9d8f", "gdn-conv": "#e9c46a", "mamba2": "#e76f51"}
+    colors = MQAR_COLORS
     with plt.rc_context(_style()):
         fig, axs = plt.subplots(1, 3, figsize=(8.4, 2.6), sharey=True)
         for ax, (v, xk, xlabel, title) in zip(axs, MQAR_PANELS):
@@ -741,11 +761,6 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                         c = other[v][m]
                         ax.plot(c["x"], c["acc"], lw=0.7, alpha=0.45, color=colors[m],
                                 label=f"{MQAR_LABELS[m]}, {seed_names[m]}")
-                for ablation, what, ls, mk in ablations:
-                    if m in ablation.get(v, {}):
-                        c = ablation[v][m]
-                        ax.plot(c["x"], c["acc"], marker=mk, ms=2.5, lw=0.8, ls=ls, alpha=0.6, color=colors[m],
-                                label=f"{MQAR_LABELS[m]}, {what}")
             if v == "base":
                 ax.set_xscale("log", base=2)
                 # a run that stayed at chance on its own pool says nothing of the model (its rate failed)
@@ -760,22 +775,12 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
                     ax.plot(ws, [1 / 64] * len(ws), ls="--", lw=0.8, color="0.55",
                             label="one of the P values at random (1/P)")
             else:
-                from .names import MQAR_FIG4_READINGS         # published inputs, drawn hollow, never as ours
-                same = {}                                     # equal readings (GDN-conv, Mamba2: 0.60) side by side
-                for m, a in MQAR_FIG4_READINGS[v].items():
-                    dx = 0.35 * same.setdefault(a, 0)
-                    same[a] += 1
-                    ax.plot([16 + dx], [a], marker="o", ms=5, mfc="none", mew=0.9, ls="none", color=colors[m],
-                            label=f"{MQAR_LABELS[m]}, paper (notes' reading)")
-                xs = list(range(2 if v == "block" else 0, 17, 2))
-                # naming one of the sequence's values at random: 1/P (Update: the 16 current values)
-                ax.plot(xs, [1 / x if v == "block" else 1 / 16 for x in xs], ls="--", lw=0.8, color="0.55",
-                        label="one of the P values at random (1/P)")
+                _mqar_references(ax, v)
             ax.set_title(title, fontsize=7)
             ax.set_xlabel(xlabel)
             if not d.get(v):
                 ax.text(0.5, 0.5, "no finished run", transform=ax.transAxes, ha="center", fontsize=7, color="0.4")
-        # one legend under the panels (inside them it covered the ablations' curves)
+        # one legend under the panels
         seen = {}
         for ax in axs:
             for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -784,9 +789,72 @@ def plot_mqar(results_dir, out_dir) -> list[Path]:
             fig.legend(list(seen.values()), list(seen), fontsize=5, ncol=4, loc="upper center",
                        bbox_to_anchor=(0.5, -0.1), frameon=False)
         axs[0].set_ylabel("test query accuracy")
-        fig.suptitle("MQAR, one shared vocabulary of 8,192, 8,192 state per layer (BL Fig. 4); each model at its "
-                     "learning rate of best validation accuracy, seed 0 (other seeds thin)", fontsize=8, y=1.05)
+        fig.suptitle("MQAR, one shared vocabulary of 8,192, 8,192 state per layer (BL Fig. 4), default protocol\n"
+                     "each model at its learning rate of best validation accuracy, seed 0 (other seeds thin); "
+                     "the ablations: mqar_ablations.png", fontsize=8, y=1.1)
         paths = _save(fig, out_dir, "mqar")
+        plt.close(fig)
+    return paths
+
+
+def plot_mqar_ablations(results_dir, out_dir) -> list[Path]:
+    """Fig. 4's protocol ablations, one small panel per (ablation, variant) that has finished runs (seed 0,
+    each model at its best learning rate under that protocol): the ablation's runs dashed with its marker,
+    the default protocol's runs of the same models faded beside them, and on panels b/c the notes' readings
+    and 1/P.  Empty (no file) when no ablation has a run."""
+    base = mqar_data(results_dir)
+    panels = []
+    for protocol, what, ls, mk in MQAR_ABLATIONS:
+        d = mqar_data(results_dir, protocol)
+        for v, xk, xlabel, title in MQAR_PANELS:
+            if d.get(v):
+                panels.append((d[v], v, xlabel, title, what, ls, mk))
+    if not panels:
+        return []
+    plt = _pyplot()
+    ncol = min(4, len(panels))
+    nrow = -(-len(panels) // ncol)
+    with plt.rc_context(_style()):
+        fig, axs = plt.subplots(nrow, ncol, figsize=(2.6 * ncol, 2.3 * nrow), sharey=True, squeeze=False)
+        for ax in axs.flat[len(panels):]:
+            ax.set_visible(False)
+        for ax, (runs, v, xlabel, title, what, ls, mk) in zip(axs.flat, panels):
+            for m in ("bl", "gdn", "gdn-conv", "mamba2"):
+                if m not in runs:
+                    continue
+                if m in base.get(v, {}):
+                    c = base[v][m]
+                    ax.plot(c["x"], c["acc"], lw=1.6, alpha=0.3, color=MQAR_COLORS[m],
+                            label=f"{MQAR_LABELS[m]} (default protocol)")
+                c = runs[m]
+                ax.plot(c["x"], c["acc"], marker=mk, ms=3, lw=1.0, ls=ls, color=MQAR_COLORS[m],
+                        label=f"{MQAR_LABELS[m]}, {what}")
+            if v == "base":
+                ax.set_xscale("log", base=2)
+            else:
+                _mqar_references(ax, v, models=runs)
+            ax.set_title(what.replace(" (ablation: ", "\n(").replace(" (ablation)", "").replace("; ablation)", ")")
+                         + "\n" + title, fontsize=6)
+            ax.set_xlabel(xlabel, fontsize=6)
+        for row in axs:
+            row[0].set_ylabel("test query accuracy")
+        # one legend: the models by colour, then what each style means (the lines keep their own labels)
+        from matplotlib.lines import Line2D
+
+        shown = [m for m in ("bl", "gdn", "gdn-conv", "mamba2") if any(m in p[0] for p in panels)]
+        handles = [Line2D([], [], color=MQAR_COLORS[m], lw=1.6) for m in shown] + [
+            Line2D([], [], color="0.3", lw=1.0, ls="--", marker="o", ms=3),
+            Line2D([], [], color="0.3", lw=1.6, alpha=0.3),
+            Line2D([], [], color="0.3", marker="o", ms=5, mfc="none", ls="none"),
+            Line2D([], [], color="0.55", lw=0.8, ls="--")]
+        names = [MQAR_LABELS[m] for m in shown] + ["the ablation (its marker)", "the default protocol",
+                                                   "the notes' reading", "one of the P values at random (1/P)"]
+        fig.legend(handles, names, fontsize=6, ncol=len(names), loc="lower center", bbox_to_anchor=(0.5, -0.01),
+                   frameon=False)
+        fig.suptitle("MQAR (BL Fig. 4): each ablation of our protocol beside the default protocol, seed 0, each "
+                     "model at its best learning rate", fontsize=8, y=1.0)
+        fig.tight_layout(rect=(0, 0.03, 1, 1))
+        paths = _save(fig, out_dir, "mqar_ablations")
         plt.close(fig)
     return paths
 
@@ -894,7 +962,7 @@ def render_all(results_dir="results", out_dir=None) -> list[Path]:
     out_dir = Path(results_dir) / "figures" if out_dir is None else Path(out_dir)
     paths = []
     for fn in (plot_collision, plot_random_keys, plot_swap, plot_stress, plot_curriculum, plot_ablations, plot_dag, plot_mqar,
-               plot_mqar_probes):
+               plot_mqar_ablations, plot_mqar_probes):
         paths += fn(results_dir, out_dir)
     return paths
 

@@ -385,22 +385,36 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     assert "BL" in labels and "BL, paper (notes' reading)" in labels and "one of the P values at random (1/P)" in labels
     ref = [ln for ln in ax_update.lines if ln.get_label() == "BL, paper (notes' reading)"][0]
     assert list(ref.get_xdata()) == [16] and list(ref.get_ydata()) == [0.88]
-    abl = [ln for ln in ax_update.lines if ln.get_label() == "BL, backbone=mlp (ours before; ablation)"][0]
+    # the ablations are not in Fig. 4 itself (its legend had grown to 35 entries) but in their own figure
+    assert not [ln for a in fig.axes for ln in a.lines if "ablation" in ln.get_label()]
+    paths, fa = _drawn(plots.plot_mqar_ablations, tmp_path, tmp_path / "fig4")
+    assert {p.name for p in paths} == {"mqar_ablations.pdf", "mqar_ablations.png"}
+
+    def ablation_line(label):
+        """The one line of that label, on a panel of the Update variant, and the panel's other lines."""
+        (hit,) = [(ln, a) for a in fa.axes for ln in a.lines if ln.get_label() == label]
+        assert "Update (Fig. 4b)" in hit[1].get_title()
+        return hit
+
+    abl, ax = ablation_line("BL, backbone=mlp (ours before; ablation)")
     assert list(abl.get_ydata()) == [0.99] * 3 and abl.get_linestyle() == ":"
-    mix = [ln for ln in ax_update.lines if ln.get_label() == "BL, backbone=mixers (mixers alone: no block conv, no MLP; ablation)"][0]
+    # beside it, faded, the default protocol's BL: what the ablation moved it from
+    (dflt,) = [ln for ln in ax.lines if ln.get_label() == "BL (default protocol)"]
+    assert list(dflt.get_ydata()) == pytest.approx([0.7, 0.62, 0.54]) and dflt.get_alpha() < 0.5
+    assert ax.get_title().startswith("backbone=mlp (ours before)")
+    mix, _ = ablation_line("BL, backbone=mixers (mixers alone: no block conv, no MLP; ablation)")
     assert list(mix.get_ydata()) == [0.4] * 3 and mix.get_linestyle() == "-."
-    heads = [ln for ln in ax_update.lines if ln.get_label() == "BL, bl_heads=1 (ablation)"][0]
-    assert list(heads.get_ydata()) == [0.3] * 3 and heads.get_linestyle() == "--"
-    (heads8,) = [ln for ln in ax_update.lines if ln.get_label() == "BL, bl_heads=8 (ablation: eight heads of 22)"]
-    assert list(heads8.get_ydata()) == [0.55] * 3 and heads8.get_linestyle() == "--"
-    (decay,) = [ln for ln in ax_update.lines if ln.get_label() == "BL, bl_decay=true (ablation)"]
-    assert list(decay.get_ydata()) == [0.45] * 3 and decay.get_linestyle() == "--"
-    (qw,) = [ln for ln in ax_update.lines if ln.get_label() == "BL, queries_write=true (ablation: BL without its write mask)"]
-    assert list(qw.get_ydata()) == [0.35] * 3 and qw.get_linestyle() == "--"
-    for label, y in (("GDN + conv, update_order=interleaved (ablation)", 0.97), ("Mamba2, init=zoology (ablation)", 0.02),
+    for label, y in (("BL, bl_heads=1 (ablation)", 0.3), ("BL, bl_heads=8 (ablation: eight heads of 22)", 0.55),
+                     ("BL, bl_decay=true (ablation)", 0.45),
+                     ("BL, queries_write=true (ablation: BL without its write mask)", 0.35),
+                     ("GDN + conv, update_order=interleaved (ablation)", 0.97), ("Mamba2, init=zoology (ablation)", 0.02),
                      ("GDN + conv, update_keys=distinct (ablation)", 0.93)):
-        (ln,) = [ln for ln in ax_update.lines if ln.get_label() == label]
+        ln, _ = ablation_line(label)
         assert list(ln.get_ydata()) == [y] * 3 and ln.get_linestyle() == "--"
+    # one legend for the figure: the models by colour and what each style means
+    (legend,) = fa.legends
+    assert [t.get_text() for t in legend.get_texts()][-4:] == [
+        "the ablation (its marker)", "the default protocol", "the notes' reading", "one of the P values at random (1/P)"]
     s12 = [ln for ln in ax_update.lines if ln.get_label() == "BL, seeds 1, 2"]
     main = [ln for ln in ax_update.lines if ln.get_label() == "BL"][0]
     assert sorted(list(ln.get_ydata()) for ln in s12) == [[0.75] * 3, [0.8] * 3]
@@ -411,6 +425,7 @@ def test_mqar_figure_takes_each_models_best_learning_rate(tmp_path):
     texts = [t.get_text() for t in legend.get_texts()]
     assert len(texts) == len(set(texts)) and {"BL", "BL, seeds 1, 2", "GDN, seed 1", "BL, paper (notes' reading)"} <= set(texts)
     assert plots.plot_mqar(tmp_path / "none", tmp_path / "fig2") == []
+    assert plots.plot_mqar_ablations(tmp_path / "none", tmp_path / "fig2") == [] and not (tmp_path / "fig2").exists()
 
 
 def test_mqar_probe_figure_draws_the_gpu_probes_curves_per_vocabulary(tmp_path):
@@ -497,10 +512,12 @@ def test_mqar_update_panel_draws_the_training_range_ablation(tmp_path):
           protocol={"variant": "update", "update_train_frac": 0.5}, tag="variant-update__update_train_frac-0.5")
     assert plots.mqar_data(tmp_path)["update"]["gdn-conv"]["acc"] == [1.0, 1.0, 1.0]
     assert plots.mqar_data(tmp_path, {"update_train_frac": 0.5})["update"]["gdn-conv"]["acc"] == [1.0, 0.9, 0.6]
-    _, fig = _drawn(plots.plot_mqar, tmp_path, tmp_path / "fig")
-    ln = [x for x in fig.axes[1].lines if x.get_label().startswith("GDN + conv, update_train_frac=0.5")]
+    _, fig = _drawn(plots.plot_mqar_ablations, tmp_path, tmp_path / "fig")
+    (ax,) = fig.axes[:1]
+    ln = [x for x in ax.lines if x.get_label().startswith("GDN + conv, update_train_frac=0.5")]
     assert len(ln) == 1 and ln[0].get_linestyle() == "--" and list(ln[0].get_ydata()) == [1.0, 0.9, 0.6]
-    assert "at most 8 updates" in ln[0].get_label()
+    assert "at most 8 updates" in ln[0].get_label() and "Update (Fig. 4b)" in ax.get_title()
+    assert len([a for a in fig.axes if a.get_visible()]) == 1             # one ablation, one panel
 
 
 def test_mqar_width_ablation_is_drawn_on_update_and_block_not_on_base(tmp_path):
@@ -518,7 +535,8 @@ def test_mqar_width_ablation_is_drawn_on_update_and_block_not_on_base(tmp_path):
     d64 = plots.mqar_data(tmp_path, {"d_model": 64})
     assert "base" not in d64 and d64["block"]["bl"] == {"x": [2, 16], "acc": [1.0, 0.7]}
     assert plots.mqar_data(tmp_path)["block"]["bl"]["acc"] == [1.0, 1.0]
-    _, fig = _drawn(plots.plot_mqar, tmp_path, tmp_path / "fig")
-    assert not [x for x in fig.axes[0].lines if "width 64" in x.get_label()]
-    (ln,) = [x for x in fig.axes[2].lines if x.get_label().startswith("BL, width 64")]
+    _, fig = _drawn(plots.plot_mqar_ablations, tmp_path, tmp_path / "fig")
+    shown = [a for a in fig.axes if a.get_visible()]
+    assert len(shown) == 1 and "Block (Fig. 4c)" in shown[0].get_title()     # no Base panel for it
+    (ln,) = [x for x in shown[0].lines if x.get_label().startswith("BL, width 64")]
     assert list(ln.get_ydata()) == [1.0, 0.7] and ln.get_linestyle() == "--"
