@@ -388,7 +388,10 @@ CAUSES = {
         # here), plan device44.  queries_write: BL's write mask (only key and value tokens write; queries and
         # filler are Kalman missing observations) is knowledge the baselines do not get (fla's layers write
         # every token); under random filler it let BL learn where GDN-conv and Mamba2 did not, so without it BL
-        # may fall toward the notes' 0.75.  Its Update run tests that it keeps BL's Update reading.
+        # may fall toward the notes' 0.75.  The notes (§3.3, "learning roles") say the paper's generator shares
+        # one vocabulary between keys and values to take away the shortcut of roles read off token identity; a
+        # mask that marks the pair tokens hands BL part of that role.  Its Update run tests that it keeps BL's
+        # Update reading.
         ("queries_write-true", None, "BL without its write mask (query and filler tokens write too, as every "
                                      "token does in the baselines)", "variant:block", "variant:update"),
         ("query_order-shuffled", None, "each query slot asking a key drawn at random instead of Zoology's i-th slot "
