@@ -866,16 +866,17 @@ def device44():
     write) is knowledge the baselines do not get, fla's layers writing every token.  Two at a time:
 
     - BL without its write mask (``queries_write=true``: query and filler tokens write too), the next candidate
-      for the Block reading, on Block and then on Update (whether it keeps BL's Update reading, 0.88);
+      for the Block reading, on Block and beside it on Update (whether it keeps BL's Update reading, 0.88), so
+      that one session decides it;
     - the query order (``query_order=shuffled``), BL's Block run and then GDN's, as :func:`device43` listed;
     - GDN's Block run under random filler, from its checkpoint at step 9,500 (carried in ``.resume/``);
     - then what :func:`device42` left (the Update seeds at the picked rates, Base, ...), and last the Update
       runs under random filler of BL and GDN (the filler is ruled out; they say only whether it keeps the two
       readings the default reproduces)."""
     jobs = grid("mqar", ["bl"], [0], {"variant": "block", "lr": 1e-2, "queries_write": True})
+    jobs += grid("mqar", ["bl"], [0], {"variant": "update", "lr": 1e-2, "queries_write": True})
     jobs += grid("mqar", ["bl"], [0], {"variant": "block", "lr": 1e-2, "query_order": "shuffled"})
     jobs += grid("mqar", ["gdn"], [0], {"variant": "block", "filler": "random"})
-    jobs += grid("mqar", ["bl"], [0], {"variant": "update", "lr": 1e-2, "queries_write": True})
     jobs += grid("mqar", ["gdn"], [0], {"variant": "block", "query_order": "shuffled"})
     names = {job_name(j) for j in jobs}
     rest = [j for j in device43() if job_name(j) not in names]
