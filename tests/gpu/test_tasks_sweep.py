@@ -273,10 +273,13 @@ def test_worker_killed_mid_run_resumes_from_its_checkpoint_elsewhere(cpu_cluster
     assert any("attempt 2" in m and "resuming from step" in m for m in logs), logs
     log = (d / "linear_s5.log").read_text()
     assert "attempt 2 on" in log and "resuming from the checkpoint at step" in log
-    # train() itself continued from there: after the second header its per-checkpoint lines start later
+    # train() itself continued from there: after the second header every per-checkpoint line comes later (a run
+    # restarted from step 0 would log step 25 again).  Where the kill landed after the checkpoint at step 50 the
+    # resumed run has no checkpoint line left before its end (a fast machine: 2 of 10 runs on 6 December)
     second = log.split("] attempt 2 on", 1)[1]
     steps_logged = [int(s) for s in re.findall(r"step (\d+)/75 after", second)]
-    assert steps_logged and min(steps_logged) > rec["resumed_from"], second
+    assert all(s > rec["resumed_from"] for s in steps_logged), second
+    assert steps_logged or rec["resumed_from"] >= 50, second
     a, b = _result_core(d / "linear_s5.json"), _result_core(tmp_path / "ref" / "random_keys" / "linear_s5.json")
     assert a["eval"] and len(a["curve"]) == 3
     assert a == b
@@ -401,12 +404,12 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
         assert "gdn__variant-update__lr-0.01_s2" in names and "mamba2__lr-0.01_s0" in names
 
 
-    if plan == "device44":     # BL without its write mask (Block, then Update), the query order, GDN's filler
+    if plan == "device44":     # BL without its write mask (Block and Update, side by side), the query order, GDN's filler
         # Block run (from its checkpoint), then device43's rest with the filler's Update runs last
         assert order.read_text().splitlines() == ["mqar/bl__queries_write-true__variant-block__lr-0.01_s0",
+                                                  "mqar/bl__queries_write-true__variant-update__lr-0.01_s0",
                                                   "mqar/bl__variant-block__lr-0.01__query_order-shuffled_s0",
                                                   "mqar/gdn__variant-block__filler-random_s0",
-                                                  "mqar/bl__queries_write-true__variant-update__lr-0.01_s0",
                                                   "mqar/gdn__variant-block__query_order-shuffled_s0",
                                                   "mqar/gdn__variant-block_s2",
                                                   "mqar/bl__variant-block__lr-0.01__bl_heads-8_s0"]
