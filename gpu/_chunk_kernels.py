@@ -238,7 +238,8 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
                             u_ptr, beta_ptr, w_ptr, aq_ptr, ut_ptr, pT_ptr, T, NT, N0, N1, guard_ptr, bound,
                             H: tl.constexpr, G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
                             C: tl.constexpr, HAS_ALPHA: tl.constexpr, PREC: tl.constexpr = "ieee",
-                            STATE_LEFT: tl.constexpr = False, SELECT: tl.constexpr = 0):
+                            STATE_LEFT: tl.constexpr = False, SELECT: tl.constexpr = 0,
+                            ROWS: tl.constexpr = True):
     """The covariance pass with every ``C×D`` product hoisted out of the row loop.
 
     Decay ratios as quotients of cumulative decays *relative to the chunk*:
@@ -260,6 +261,11 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
     ``STATE_LEFT``: form ``(γ⊙K) P_0`` as ``(P_0 (γ⊙K)ᵀ)ᵀ`` (``_by_state``; ``P_0`` is kept bitwise
     symmetric).  At ``D = 64``, ``C = 16``, 4 warps the direct product's fp32 operand layout makes ptxas
     spill 2.6 KB a thread; the transposed one compiles without spills (``benchmarks/kernel_resources.py``).
+
+    ``ROWS=False`` is a timing ablation, never launched by the op (:func:`.chunk.pass_times` only): the row
+    recursion is replaced by ``L⁻¹ = I``, ``β_τ = 1/(C Σ_y[τ, τ])`` (each downdate a single-token update
+    scaled by ``1/C``, so ``P`` stays positive semi-definite and the products see ordinary numbers), so that
+    the chain step's time without the recursion can be measured under the same load.  Its outputs are wrong.
     """
     if SELECT != 0:                                     # the choice on the device (module docstring)
         if (tl.load(guard_ptr) <= bound) != (SELECT == 1):     # NaN/inf compare False: unsafe
@@ -291,10 +297,14 @@ def chunk_cov_fwd_mm_kernel(q_ptr, k_ptr, a_ptr, l2_ptr, r2_ptr, p0_ptr,
         # transposed factor so that one reduction per row crosses warps (see _ldl_row_t)
         Sy = tl.where(ri >= ci, Sy, tl.trans(Sy))                                          # symmetric
         dg = tl.reduce(tl.where(eye_c, Sy, 0.), 0, _sum, keep_dims=True)                  # Σ_y[t, t], [1, C]
-        LiT = tl.full((C, C), 0., tl.float32)                  # LiT[i, j] = L⁻¹[j, i]
-        betr = tl.full((1, C), 0., tl.float32)                 # β_j along the columns
-        for t in range(C):
-            LiT, betr = _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci)
+        if ROWS:
+            LiT = tl.full((C, C), 0., tl.float32)              # LiT[i, j] = L⁻¹[j, i]
+            betr = tl.full((1, C), 0., tl.float32)             # β_j along the columns
+            for t in range(C):
+                LiT, betr = _ldl_row_t(Sy, dg, LiT, betr, t, ri, ci)
+        else:                                                  # timing ablation (docstring): outputs wrong
+            LiT = tl.where(eye_c, 1., 0.)
+            betr = 1.0 / (C * dg)
         Li = tl.trans(LiT)
         bet = tl.trans(betr)
         Z = tl.dot(Li, Og, input_precision=PREC)                                          # [C, BD]

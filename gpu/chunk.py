@@ -371,11 +371,29 @@ class _ForwardPasses:
 def pass_times(passes: _ForwardPasses, bench) -> dict:
     """The forward's two kernels timed apart after one :meth:`_ForwardPasses.run` (``bench(fn) -> ms``):
     ``cov_ms``, every segment's covariance pass alone, and ``mean_ms``, every mean pass alone (no
-    overlap between them).  Where the forward's time is under their sum, the two overlapped."""
+    overlap between them).  Where the forward's time is under their sum, the two overlapped.
+
+    Where the covariance pass is the quotient kernel, also ``cov_without_rows_ms``: the same launches with
+    its ``C×C`` row recursion replaced by a diagonal stand-in (the kernel's ``ROWS=False``, a timing
+    ablation whose outputs are wrong), run after the two timings above, on the same buffers; the covariance
+    pass then runs once more in full, so the buffers hold the forward's values again.
+    ``cov_ms − cov_without_rows_ms`` is what the recursion costs the chain under load (issue 19: the one part
+    of the chunk step not yet timed alone)."""
     passes.run()
     S = len(passes.segs)
-    return {"cov_ms": bench(lambda: [passes.cov(s) for s in range(S)]),
-            "mean_ms": bench(lambda: [passes.mean(s) for s in range(S)])}
+    out = {"cov_ms": bench(lambda: [passes.cov(s) for s in range(S)]),
+           "mean_ms": bench(lambda: [passes.mean(s) for s in range(S)])}
+    if any(kern is passes.K.chunk_cov_fwd_mm_kernel for kern, _ in passes.covs):
+        full = passes.covs
+        passes.covs = [(kern, {**kw, "ROWS": False} if kern is passes.K.chunk_cov_fwd_mm_kernel else kw)
+                       for kern, kw in full]
+        try:
+            out["cov_without_rows_ms"] = bench(lambda: [passes.cov(s) for s in range(S)])
+        finally:
+            passes.covs = full
+            for s in range(S):                  # in order: segment s reads the state segment s - 1 wrote
+                passes.cov(s)
+    return out
 
 
 def _use_chunked_backward(backward: str, D: int, C: int) -> bool:

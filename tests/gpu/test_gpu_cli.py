@@ -271,7 +271,9 @@ def test_an_unknown_card_gets_the_h200_ceilings_and_says_so():
 def test_forward_passes_timed_alone_rewrite_the_forward_they_split(segments, alpha, monkeypatch):
     """The two kernels of chunk_bl's forward run alone (as the benchmark times them) after one forward, in
     one segment or several, with and without decays: each rewrites the same values, so the buffers still
-    hold chunk_bl's output and final state; and ``chunk_bl_pass_times`` calls ``bench`` once per kernel."""
+    hold chunk_bl's output and final state; and ``chunk_bl_pass_times`` calls ``bench`` once per kernel, and
+    once more for the covariance pass without its row recursion (the quotient kernel's timing ablation), which
+    changes what that pass writes and leaves the buffers as the full pass wrote them."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("triton")
     from assocmem.gpu import chunk as CH
@@ -295,8 +297,9 @@ def test_forward_passes_timed_alone_rewrite_the_forward_they_split(segments, alp
         for _ in range(2):                      # repeated, as do_bench repeats it
             fn()
         return 1.0
-    assert CH.chunk_bl_pass_times(**x, chunk_size=16, config=cfg, bench=bench) == {"cov_ms": 1.0, "mean_ms": 1.0}
-    assert len(calls) == 2
+    assert CH.chunk_bl_pass_times(**x, chunk_size=16, config=cfg, bench=bench) == {
+        "cov_ms": 1.0, "mean_ms": 1.0, "cov_without_rows_ms": 1.0}
+    assert len(calls) == 3
     # the same object's buffers after the kernels ran alone: build one, run, then each pass alone twice
     from assocmem.gpu._launch import decays
     K = CH.chunk_kernels(True)
@@ -314,6 +317,19 @@ def test_forward_passes_timed_alone_rewrite_the_forward_they_split(segments, alp
     assert len(passes.segs) == (segments or 1)
     torch.testing.assert_close(passes.o, o1, rtol=0, atol=0)
     torch.testing.assert_close(passes.o, o, rtol=1e-6, atol=1e-6)
+    # the timing ablation: without the row recursion the covariance pass writes other values (so the
+    # constexpr reaches the kernel), and pass_times leaves the forward's values behind
+    beta, PT = passes.beta.clone(), passes.PT.clone()
+    CH.pass_times(passes, lambda fn: (fn(), 1.0)[1])
+    torch.testing.assert_close(passes.beta, beta, rtol=0, atol=0)
+    torch.testing.assert_close(passes.PT, PT, rtol=0, atol=0)
+    full = passes.covs
+    passes.covs = [(kern, {**kw, "ROWS": False}) for kern, kw in full]
+    for s in range(len(passes.segs)):
+        passes.cov(s)
+    passes.covs = full
+    assert not torch.allclose(passes.beta, beta) and not torch.allclose(passes.PT, PT)
+    assert bool(torch.isfinite(passes.PT).all())
     torch.testing.assert_close(passes.MT, M, rtol=1e-6, atol=1e-6)
     # and that is the filter's output: float64 naive_bl on the same inputs
     from assocmem.gpu import naive_bl
