@@ -261,6 +261,39 @@ def test_random_filler_and_pad():
     assert (bt.tokens[bt.role == M.FILLER] == 50).all()
 
 
+def _order_stats(cfg, n=600, seed=0):
+    """Per sequence: Spearman's rank correlation between each queried key's write position and its query's
+    position (no ties: distinct keys, distinct slots), and the lags (query position − write position)."""
+    bt = M.mqar_batch(cfg, n, generator=gen(seed))
+    rhos, lags = [], []
+    for i in range(n):
+        wpos = {}
+        for p in (bt.role[i] == M.KEY).nonzero().flatten().tolist():
+            wpos.setdefault(int(bt.tokens[i, p]), p)          # a key's first write
+        qs = bt.is_query[i].nonzero().flatten().tolist()
+        w = [wpos[int(bt.tokens[i, p])] for p in qs]
+        rw = torch.tensor(w).argsort().argsort().double()
+        rq = torch.arange(len(qs), dtype=torch.double)           # qs is sorted by position
+        rhos.append(float(torch.corrcoef(torch.stack([rw, rq]))[0, 1]))
+        lags += [q - x for q, x in zip(qs, w)]
+    return sum(rhos) / n, sorted(lags)
+
+
+@pytest.mark.parametrize("pairs", [8, 16])
+def test_query_order_zoology_links_write_and_query_order_and_shuffled_does_not(pairs):
+    """docs/tasks_mqar_dag.md, ``query_order``: in Zoology's assignment the i-th drawn slot asks the i-th written key
+    and the power law draws early slots first, so keys written earlier tend to be asked earlier (a positive rank
+    correlation, growing with the pairs); shuffled assigns keys to the same slots at random (correlation ≈ 0).
+    The slots are drawn alike, so the two orders share the set of lags; only which key waits which lag changes."""
+    cfg = M.MQARConfig(128, pairs, block_size=2)
+    rz, lz = _order_stats(cfg)
+    rs, ls = _order_stats(cfg.replace(query_order="shuffled"))
+    assert rz > 0.08 and abs(rs) < 0.05, (rz, rs)
+    assert abs(sum(lz) / len(lz) - sum(ls) / len(ls)) < 0.05 * sum(lz) / len(lz)
+    if pairs == 16:
+        assert rz > _order_stats(M.MQARConfig(128, 8, block_size=2))[0]
+
+
 def test_pool_matches_generator_and_is_compact():
     cfgs = [M.MQARConfig(64, 4, n_updates=2, vocab_size=300), M.MQARConfig(96, 8, vocab_size=300)]
     pool = M.build_pool(cfgs, 50, seed=3, weights=[2, 3], chunk=16)
