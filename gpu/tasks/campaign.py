@@ -887,9 +887,9 @@ def device44():
 def device45():
     """The next plan for issue 16 after :func:`device44` (6 December, ninth session), whose runs measured that BL's
     write mask is not the cause of the Block reading (without it BL reads 0.979 at 16 pairs, and 0.767 at 16
-    updates where the notes read 0.88) and that the query order is one: with each query slot asking a random key
-    instead of Zoology's i-th slot asking the i-th key, BL reads 0.765 at 16 pairs on seed 0 (0.940 in Zoology's
-    order).  Before it is named the measured cause, two at a time:
+    updates where the notes read 0.88) and that the query order flips it on seed 0: with each query slot asking a
+    random key instead of Zoology's i-th slot asking the i-th key, BL reads 0.765 at 16 pairs (0.940 in Zoology's
+    order).  Before the order is named the measured cause, two at a time:
 
     - GDN's Block run under the shuffled order, from its checkpoint at step 8,500 (carried in ``.resume/``): the
       reading needs GDN ≈ 1.00 under the same order;
