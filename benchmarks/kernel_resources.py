@@ -335,7 +335,8 @@ def fused_kernels(shape) -> dict:
 
 def sass_report(mean_variants: str = "64:8,64:4,16:2") -> dict:
     """Per chunk step at S1's head size (``D = m = 64``, ``C = 16``, decays present, fp32 products): the
-    covariance kernel (4 warps, the row recursion ``C`` times a step) with the state right and left, and
+    covariance kernel (4 warps, the row recursion ``C`` times a step) with the state right and left, each
+    also without its row recursion (``<side>_without_rows``, the kernel's ``ROWS=False``), and
     the mean kernel at each ``BV:warps[:precision]``, scaled to the whole ``m`` (its ``m / BV`` programs a chain);
     beside each, the clocks one SM would need for that step at Hopper's issue rate (4 warp instructions a
     clock) and shared-memory bandwidth (128 bytes a clock), the step's lower bounds if nothing else waited."""
@@ -350,9 +351,12 @@ def sass_report(mean_variants: str = "64:8,64:4,16:2") -> dict:
         return r
     out = {"covariance": {}, "mean": {}}
     for side in ("right", "left"):
-        lines = _sass(K.chunk_cov_fwd_mm_kernel, dict(H=16, G=1, D=64, BD=64, C=16, HAS_ALPHA=True, PREC="ieee",
-                                                      STATE_LEFT=side == "left"), 4)
-        out["covariance"][side] = bounds(sass_per_step(lines, 4, inner_trips=16))
+        for rows in (True, False):
+            # ROWS=False: the kernel's timing ablation without the row recursion (what the recursion adds)
+            lines = _sass(K.chunk_cov_fwd_mm_kernel, dict(H=16, G=1, D=64, BD=64, C=16, HAS_ALPHA=True, PREC="ieee",
+                                                          STATE_LEFT=side == "left", ROWS=rows), 4)
+            out["covariance"][side if rows else f"{side}_without_rows"] = bounds(
+                sass_per_step(lines, 4, inner_trips=16))
     for item in filter(None, mean_variants.split(",")):
         bv, warps, prec = _mean_variant(item)
         consts = dict(H=16, G=1, D=64, M=64, MG=64, BD=64, BV=bv, NVG=-(-64 // bv), C=16, HAS_ALPHA=True,
