@@ -401,9 +401,8 @@ CAUSES = {
                                        "first): BL 0.765 at 16 pairs on seed 0 (0.940 in Zoology's order; its "
                                        "seeds 1 / 2 there 0.844 / 0.889), training accuracy 1.00 on both; GDN's "
                                        "run under it is half done (step 8,500 of 18,750, training accuracy "
-                                       "1.00), so GDN's part of the reading is its Zoology-order run (0.997) "
-                                       "until it ends; its Update runs (whether it keeps BL's and GDN's "
-                                       "Update readings) are next", "variant:block", "variant:update"),
+                                       "1.00), and its Update runs (whether it keeps BL's and GDN's Update "
+                                       "readings) are next", "variant:block", "variant:update"),
     ],
     "swap.direct_nope_near_chance": [
         ("curriculum_keys-raw", True, "raw keys with β in (0, 1) (the paper-like parameterisation; run for the round2 "
@@ -581,20 +580,36 @@ def _causes(ev, trend_fn, key, text, default, by_tag, reproduced=None, per_seed_
                            f"{documented}) — {meaning}", outcome == doc,
                  computed=outcome, expected=doc, note="ablation of a protocol choice of ours")
         if outcome:
+            merged = ("" if (tag == "calibrated" or "ran" in scope)
+                      else _read_from_default(trend_fn, key, outcome, rs, runs))
             # a choice that flips this trend but breaks a trend the default reproduces is not the paper's
             # protocol either: it is reported, not counted as the cause
             broken = sorted(k for k, o in under.items() if o is False and reproduced.get(k) is True)
             if broken:
                 ev.note(f"{key}: {tag} flips it but breaks {', '.join(broken)}: not a consistent cause")
-                side.append(f"{tag} flips it but also breaks {', '.join(broken)} ({n}): {meaning}")
+                side.append(f"{tag} flips it but also breaks {', '.join(broken)} ({n}): {meaning}{merged}")
                 continue
-            flips.append(f"{tag} flips it ({n}): {meaning}")
+            flips.append(f"{tag} flips it ({n}): {meaning}{merged}")
     if flips:
         return "; ".join(flips + side)
     if not side and not tried:
         return f"cause not isolated (candidates not yet run: {', '.join(pending)})" if pending else ""
     later = f"; candidates not yet run: {', '.join(pending)}" if pending else ""
     return "; ".join([f"cause not isolated (ablated: {', '.join(tried)}{later})"] + side)
+
+
+def _read_from_default(trend_fn, key, outcome, rs, runs) -> str:
+    """Which of the models a flip relies on were read from the default protocol: :func:`_with_ablation`
+    replaces only the models that ran under the ablation, so a model that did not run enters the flip with its
+    default runs.  A model counts when leaving its runs out of ``rs`` changes the trend's outcome (the trend
+    reads it); the bracket for the cause's text names those and the models that ran, empty when none."""
+    ran = sorted({r["model"] for r in runs})
+    others = sorted({r["model"] for r in rs} - set(ran))
+    used = [m for m in others
+            if dict((k, o) for k, _, o in trend_fn([r for r in rs if r["model"] != m])).get(key) != outcome]
+    if not used:
+        return ""
+    return f" [run under it: {', '.join(ran)}; read from the default protocol: {', '.join(used)}]"
 
 
 def _calibrated(r):

@@ -1003,6 +1003,30 @@ def test_a_cause_run_on_several_seeds_says_on_how_many_the_flip_holds(tmp_path, 
     assert "d_model-64 flips it (1 seed(s)): width 64" in r.detail, r.detail
 
 
+def test_a_flip_names_the_models_it_took_from_the_default_protocol(tmp_path, monkeypatch):
+    """A cause's flip merges the ablation's runs with the default's for every model that did not run under it;
+    the text names the models that ran under it and those the trend read from the default (GDN's part of the
+    Block reading), until they all ran.  Default models the trend does not read (GDN-conv's and Mamba2's
+    Update runs) are not named."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    monkeypatch.setitem(tasks.CAUSES, "mqar.block16_gdn_100_bl_75",
+                        [("query_order-shuffled", True, "shuffled", "variant:block", "variant:update")])
+    monkeypatch.setitem(tasks.CAUSES, "mqar.update16_gdn_conv_mamba2_60", [])
+    _mqar_b_c_defaults(tmp_path)
+    blk = {"variant": "block", "query_order": "shuffled"}
+    tag = "variant-block__query_order-shuffled"
+    _write(tmp_path, "mqar", "bl", 0, _blk(0.76), protocol=blk, tag=tag)
+    r = _claim("task.mqar").run()
+    assert ("query_order-shuffled flips it (1 seed(s)): shuffled [run under it: bl; read from the default "
+            "protocol: gdn]") in r.detail, r.detail
+    _write(tmp_path, "mqar", "gdn", 0, _blk(1.0), protocol=blk, tag=tag)
+    r = _claim("task.mqar").run()
+    assert "query_order-shuffled flips it (1 seed(s)): shuffled" in r.detail and "run under it" not in r.detail, \
+        r.detail
+
+
 def test_pick_rates_is_seed_0s_pick_for_every_seed_that_ran_it():
     """The one learning-rate pick the claim and Fig. 4 share: seed 0 at its best score; a later seed at seed 0's
     rate where it ran there, else at its own best; a group without seed 0 at each seed's own best."""
