@@ -414,12 +414,13 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
         assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
                               "gdn__variant-update__lr-0.01__filler-random_s0"]
     if plan == "device45":     # the query order before it is named the cause: GDN's Block run (from its
-        # checkpoint), BL's Block seeds 1 and 2, the two Update runs, then device44's order
+        # checkpoint), the two Update runs (one broken reading rules it out), BL's Block seeds 1 and 2, then
+        # device44's order
         assert order.read_text().splitlines() == ["mqar/gdn__variant-block__query_order-shuffled_s0",
-                                                  "mqar/bl__variant-block__lr-0.01__query_order-shuffled_s1",
-                                                  "mqar/bl__variant-block__lr-0.01__query_order-shuffled_s2",
                                                   "mqar/bl__variant-update__lr-0.01__query_order-shuffled_s0",
                                                   "mqar/gdn__variant-update__lr-0.01__query_order-shuffled_s0",
+                                                  "mqar/bl__variant-block__lr-0.01__query_order-shuffled_s1",
+                                                  "mqar/bl__variant-block__lr-0.01__query_order-shuffled_s2",
                                                   "mqar/bl__queries_write-true__variant-block__lr-0.01_s0"]
         assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
                               "gdn__variant-update__lr-0.01__filler-random_s0"]
