@@ -906,6 +906,20 @@ def device45():
     return jobs + [j for j in device44() if job_name(j) not in names]
 
 
+def device46():
+    """:func:`device45`'s runs with GDN's shuffled Update run moved up beside GDN's resumed Block run (7 December,
+    tenth session): four refused starts left about 1,350 of the session's 1,800 GPU seconds, two calls of
+    about 480 s of training. GDN's Update run is the longest (25,000 steps at about 32 ms two at a time); started
+    second it ends after the two calls, started first all three decisive runs (GDN Block, GDN Update, BL Update)
+    end inside them by the rates of 6 December. BL's Block seeds 1 and 2 follow, then :func:`device44`'s rest."""
+    jobs = grid("mqar", ["gdn"], [0], {"variant": "block", "query_order": "shuffled"})
+    jobs += grid("mqar", ["gdn"], [0], {"variant": "update", "lr": 1e-2, "query_order": "shuffled"})
+    jobs += grid("mqar", ["bl"], [0], {"variant": "update", "lr": 1e-2, "query_order": "shuffled"})
+    jobs += grid("mqar", ["bl"], [1, 2], {"variant": "block", "lr": 1e-2, "query_order": "shuffled"})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device44() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -927,7 +941,8 @@ def mqar_lr():
 PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, "issue14_width": issue14_width,
          "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34, "device35": device35, "device35b": device35b, "device36": device36, "device37": device37, "device38": device38, "device39": device39,
          "device40": device40, "device41": device41, "device42": device42,
-         "device43": device43, "device44": device44, "device45": device45}
+         "device43": device43, "device44": device44, "device45": device45,
+         "device46": device46}
 
 
 def cost(job) -> float:
