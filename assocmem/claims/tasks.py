@@ -391,6 +391,7 @@ CAUSES = {
         # roles itself on Block and reads higher; on Update the mask matters.  query_order: Zoology's generator
         # gives the i-th drawn query slot to the i-th written key, and its slots are drawn with a power law
         # that favours early slots, so the keys written first tend to be asked first; shuffled breaks that link.
+        # Plan device46 (6 December, tenth session) ran GDN's Block run and both Update runs under it.
         ("queries_write-true", False, "BL without its write mask (query and filler tokens write too, as every "
                                       "token does in the baselines): 0.979 at 16 pairs on seed 0 (0.940 with the "
                                       "mask), further from 0.75; on Update it reads 0.767 at 16 updates (0.962 with "
@@ -399,10 +400,11 @@ CAUSES = {
         ("query_order-shuffled", True, "each query slot asking a key drawn at random instead of Zoology's i-th "
                                        "slot asking the i-th key (so the keys written first are no longer asked "
                                        "first): BL 0.765 at 16 pairs on seed 0 (0.940 in Zoology's order; its "
-                                       "seeds 1 / 2 there 0.844 / 0.889), training accuracy 1.00 on both; GDN's "
-                                       "run under it is half done (step 8,500 of 18,750, training accuracy "
-                                       "1.00), and its Update runs (whether it keeps BL's and GDN's Update "
-                                       "readings) are next", "variant:block", "variant:update"),
+                                       "seeds 1 / 2 there 0.844 / 0.889), GDN 0.996 (0.997), training accuracy "
+                                       "1.00 on all; it keeps both Update readings (BL 0.913 at 16 updates, 0.962 "
+                                       "in Zoology's order, the notes 0.88; GDN 0.999, 0.995 in Zoology's order); "
+                                       "BL's seeds 1 and 2 under it have not finished (steps 16,000 and 6,000 of "
+                                       "18,750)", "variant:block", "variant:update"),
     ],
     "swap.direct_nope_near_chance": [
         ("curriculum_keys-raw", True, "raw keys with β in (0, 1) (the paper-like parameterisation; run for the round2 "
