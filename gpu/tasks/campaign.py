@@ -907,7 +907,7 @@ def device45():
 
 
 def device46():
-    """:func:`device45`'s runs with GDN's shuffled Update run moved up beside GDN's resumed Block run (7 December,
+    """:func:`device45`'s runs with GDN's shuffled Update run moved up beside GDN's resumed Block run (6 December,
     tenth session): four refused starts left about 1,350 of the session's 1,800 GPU seconds, two calls of
     about 480 s of training. GDN's Update run is the longest (25,000 steps at about 32 ms two at a time); started
     second it ends after the two calls, started first all three decisive runs (GDN Block, GDN Update, BL Update)
