@@ -912,12 +912,8 @@ def device46():
     about 480 s of training. GDN's Update run is the longest (25,000 steps at about 32 ms two at a time); started
     second it ends after the two calls, started first all three decisive runs (GDN Block, GDN Update, BL Update)
     end inside them by the rates of 6 December. BL's Block seeds 1 and 2 follow, then :func:`device44`'s rest."""
-    jobs = grid("mqar", ["gdn"], [0], {"variant": "block", "query_order": "shuffled"})
-    jobs += grid("mqar", ["gdn"], [0], {"variant": "update", "lr": 1e-2, "query_order": "shuffled"})
-    jobs += grid("mqar", ["bl"], [0], {"variant": "update", "lr": 1e-2, "query_order": "shuffled"})
-    jobs += grid("mqar", ["bl"], [1, 2], {"variant": "block", "lr": 1e-2, "query_order": "shuffled"})
-    names = {job_name(j) for j in jobs}
-    return jobs + [j for j in device44() if job_name(j) not in names]
+    gdn_block, bl_update, gdn_update, *rest = device45()
+    return [gdn_block, gdn_update, bl_update, *rest]
 
 
 def dag():
