@@ -916,6 +916,25 @@ def device46():
     return [gdn_block, gdn_update, bl_update, *rest]
 
 
+def device47():
+    """The next plan after :func:`device46` (6 December, eleventh session), which read the shuffled query order
+    as the Block reading's cause on seed 0 and found it keeps both Update readings.  Two at a time:
+
+    - BL's Block run under the shuffled order on seeds 1 (from its checkpoint at step 16,000, carried in
+      ``.resume/``) and 2: the cause is still one seed's;
+    - AM Fig. 7's Transformers (8, 4, 2, 1 layers) under the input and output changes that let round2 and linear
+      learn reachability (one factored token per edge, the per-node read-out; the write query is the
+      DeltaFormer's own and does not apply): the DeltaFormers' ≈ 1 under them is today compared with
+      Transformers run under the default input and output, so "ends above every Transformer" mixes protocols;
+      the deepest first, because the 1- and 2-layer runs can also run on a CPU;
+    - then :func:`device46`'s rest, in its order."""
+    jobs = grid("mqar", ["bl"], [1, 2], {"variant": "block", "lr": 1e-2, "query_order": "shuffled"})
+    jobs += grid("dag_reachability", [f"transformer-{n}" for n in (8, 4, 2, 1)], [0],
+                 {"edge_tokens": "single", "edge_embedding": "factored", "output": "per_node"})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device46() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -938,7 +957,7 @@ PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, 
          "issue14_causes": issue14_causes, "dag": dag, "mqar_lr": mqar_lr, "device4": device4, "device4b": device4b, "device4c": device4c, "device5": device5, "device6": device6, "device7": device7, "device8": device8, "device9": device9, "device10": device10, "device11": device11, "device12": device12, "device12b": device12b, "device13": device13, "device14": device14, "device15": device15, "device16": device16, "device17": device17, "device17b": device17b, "device18": device18, "device19": device19, "device20": device20, "device21": device21, "device22": device22, "device23": device23, "device24": device24, "device25": device25, "device26": device26, "device27": device27, "device28": device28, "device29": device29, "device30": device30, "device31": device31, "device32": device32, "device33": device33, "device34": device34, "device35": device35, "device35b": device35b, "device36": device36, "device37": device37, "device38": device38, "device39": device39,
          "device40": device40, "device41": device41, "device42": device42,
          "device43": device43, "device44": device44, "device45": device45,
-         "device46": device46}
+         "device46": device46, "device47": device47}
 
 
 def cost(job) -> float:

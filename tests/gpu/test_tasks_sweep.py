@@ -334,6 +334,7 @@ def test_campaign_heavy_gpus_and_cli(monkeypatch, capsys):
 @pytest.mark.parametrize("plan, limit", [("device37", 3), ("device37", None), ("device38", None), ("device39", None),
                                          ("device40", 4), ("device41", 8), ("device42", 10),
                                          ("device43", 10), ("device44", 7), ("device45", 6), ("device46", 6),
+                                         ("device47", 8),
                                          ("paper", 4)])
 def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, plan, limit):
     """--order-file: TASK/NAME of each run, one a line, in the plan's order even under --longest-first (the device
@@ -422,6 +423,16 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
                                                   "mqar/bl__variant-block__lr-0.01__query_order-shuffled_s1",
                                                   "mqar/bl__variant-block__lr-0.01__query_order-shuffled_s2",
                                                   "mqar/bl__queries_write-true__variant-block__lr-0.01_s0"]
+        assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
+                              "gdn__variant-update__lr-0.01__filler-random_s0"]
+    if plan == "device47":     # BL's shuffled Block seeds, the Transformers under the DAG's input and output
+        # changes (deepest first), then device46's order
+        fact = "edge_tokens-single__output-per_node__edge_embedding-factored_s0"
+        assert order.read_text().splitlines() == ["mqar/bl__variant-block__lr-0.01__query_order-shuffled_s1",
+                                                  "mqar/bl__variant-block__lr-0.01__query_order-shuffled_s2",
+                                                  *(f"dag_reachability/transformer-{n}__{fact}" for n in (8, 4, 2, 1)),
+                                                  "mqar/gdn__variant-block__query_order-shuffled_s0",
+                                                  "mqar/gdn__variant-update__lr-0.01__query_order-shuffled_s0"]
         assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
                               "gdn__variant-update__lr-0.01__filler-random_s0"]
     if plan == "device46":     # device45's runs, GDN's long Update run second (beside its resumed Block run)
