@@ -102,6 +102,16 @@ def _with_ablation(default, ablation):
     return [r for r in default if r["model"] not in models] + list(ablation)
 
 
+def _companions(tag, by_tag) -> list:
+    """The runs a CAUSES entry's ``"with:TAG2"`` scope adds to ablation ``tag``: the models that cannot run
+    under ``tag`` itself (an option that does not apply to them) run under TAG2, its other options, and are
+    compared from there instead of from the default protocol.  A model that ran under ``tag`` keeps those runs."""
+    withs = {x.split(":", 1)[1] for entries in CAUSES.values() for t, *rest in entries if t == tag
+             for x in rest[2:] if x.startswith("with:")}
+    ran = {r["model"] for r in by_tag.get(tag, [])}
+    return [r for w in sorted(withs) for r in by_tag.get(w, []) if r["model"] not in ran]
+
+
 def _rel(out, ref):
     ref = np.asarray(ref)
     return float(np.abs(np.asarray(out) - ref).max() / max(1.0, np.abs(ref).max()))
@@ -245,7 +255,7 @@ DAG_DELTAFORMER_ABLATIONS = [
      "not reproduced even then. Seed 1 (run on a CPU) meets the 2,000 steps for round2 and linear (>= 0.95 from "
      "step 1,950 / 1,975; 0.999 per node, 0.97 / 0.98 exact sets) and not for ReLU (0.81 at step 2,000, as on "
      "seed 0, 0.86 per node and 0.15 exact sets at the end): the steps are within the seed spread, the ReLU arm "
-     "is not"),
+     "is not", "with:edge_tokens-single__output-per_node__edge_embedding-factored"),
     ("edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__lr-0.001", False,
      "all three changes at lr 1e-3 (ReLU, the arm they left behind; run on a CPU): 0.92 per node, 0.38 exact "
      "sets, 0.88 at step 2,000: faster early than at 3e-4 but still not ≈ 1", "ran"),
@@ -265,7 +275,10 @@ DAG_DELTAFORMER_ABLATIONS = [
 # ablation run on some arms of a trend only); "variant:V" in the scope counts only the tag's runs of
 # MQAR's experiment V (several: the runs of each, swapped in together, so that an ablation which flips
 # one reading and breaks another one the default reproduces is named as such; the first names the
-# trend's own experiment, and the ablation reaches the trend only with a run of it).  An ablation
+# trend's own experiment, and the ablation reaches the trend only with a run of it); "with:TAG2" swaps in
+# TAG2's runs of the models that did not run under the tag itself (an option that does not apply to
+# them, e.g. the DeltaFormer's write query for the Transformers: they run under the tag's other options,
+# TAG2, and are compared from there, not from the default protocol).  An ablation
 # whose outcome differs from the default's isolates a cause; the check
 # asserts the documented outcome under every ablation listed (docs/tasks.md, "Causes").  An outcome of
 # None is a candidate listed before it ran: the summary names it "not yet run", and once its runs reach the
@@ -496,7 +509,7 @@ def _judge(ev: Evidence, trend_fn, results, per_seed_readings: bool = False) -> 
     for tag, rs in sorted(by_tag.items()):
         if tag == "":
             continue
-        merged = _with_ablation(default, rs)
+        merged = _with_ablation(default, rs + _companions(tag, by_tag))
         per_protocol[tag] = {k: o for k, _, o in trend_fn(merged) if o is not None}
     ok = [t for _, t, o, _ in done if o]
 
@@ -561,6 +574,7 @@ def _causes(ev, trend_fn, key, text, default, by_tag, reproduced=None, per_seed_
         if tag == "calibrated":
             rs = [_calibrated(r) for r in default]
         elif runs:
+            runs = runs + _companions(tag, by_tag)
             rs = runs if "ran" in scope else _with_ablation(default, runs)
         else:
             ev.note(f"{key}: ablation {tag} has no results")
@@ -586,7 +600,7 @@ def _causes(ev, trend_fn, key, text, default, by_tag, reproduced=None, per_seed_
                  computed=outcome, expected=doc, note="ablation of a protocol choice of ours")
         if outcome:
             merged = ("" if (tag == "calibrated" or "ran" in scope)
-                      else _read_from_default(trend_fn, key, outcome, rs, runs))
+                      else _read_from_default(trend_fn, key, outcome, rs, runs, _companions(tag, by_tag)))
             # a choice that flips this trend but breaks a trend the default reproduces is not the paper's
             # protocol either: it is reported, not counted as the cause
             broken = sorted(k for k, o in under.items() if o is False and reproduced.get(k) is True)
@@ -603,18 +617,20 @@ def _causes(ev, trend_fn, key, text, default, by_tag, reproduced=None, per_seed_
     return "; ".join([f"cause not isolated (ablated: {', '.join(tried)}{later})"] + side)
 
 
-def _read_from_default(trend_fn, key, outcome, rs, runs) -> str:
+def _read_from_default(trend_fn, key, outcome, rs, runs, companions=()) -> str:
     """Which of the models a flip relies on were read from the default protocol: :func:`_with_ablation`
     replaces only the models that ran under the ablation, so a model that did not run enters the flip with its
     default runs.  A model counts when leaving its runs out of ``rs`` changes the trend's outcome (the trend
     reads it); the bracket for the cause's text names those and the models that ran, empty when none."""
-    ran = sorted({r["model"] for r in runs})
-    others = sorted({r["model"] for r in rs} - set(ran))
+    beside = sorted({r["model"] for r in companions})
+    ran = sorted({r["model"] for r in runs} - set(beside))
+    others = sorted({r["model"] for r in rs} - set(ran) - set(beside))
     used = [m for m in others
             if dict((k, o) for k, _, o in trend_fn([r for r in rs if r["model"] != m])).get(key) != outcome]
     if not used:
         return ""
-    return f" [run under it: {', '.join(ran)}; read from the default protocol: {', '.join(used)}]"
+    also = f"; under its other options: {', '.join(beside)}" if beside else ""
+    return f" [run under it: {', '.join(ran)}{also}; read from the default protocol: {', '.join(used)}]"
 
 
 def _calibrated(r):

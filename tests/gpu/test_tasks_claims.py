@@ -1038,3 +1038,42 @@ def test_pick_rates_is_seed_0s_pick_for_every_seed_that_ran_it():
              ("gdn", 1): {1e-2: (0.3, "x1"), 1e-3: (0.6, "y1")}}
     assert pick_rates(cands) == {("bl", 0): (0.9, "a0"), ("bl", 1): (0.5, "a1"), ("bl", 2): (0.75, "c2"),
                                  ("gdn", 1): (0.6, "y1")}
+
+
+def test_a_with_scope_compares_the_models_an_option_does_not_apply_to_under_the_tags_other_options(tmp_path, monkeypatch):
+    """Scope "with:TAG2": the Transformers cannot take the DeltaFormer's write query, so an ablation whose tag has
+    it compares the DeltaFormers with the Transformers run under TAG2 (its other options), not with the default
+    protocol's; until TAG2's runs exist they come from the default, and the flip's text says so."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    tag, other = "edge_tokens-single__deltaformer_write-query", "edge_tokens-single"
+    monkeypatch.setitem(tasks.CAUSES, "dag.deltaformer_above_transformers",
+                        [(tag, True, "single edges, write query", f"with:{other}")])
+    monkeypatch.setitem(tasks.CAUSES, "dag.deltaformer_fast", [])
+    monkeypatch.setitem(tasks.CAUSES, "dag.transformers_about_08", [])
+    ours = {**DAG_PAPER_LIKE, "transformer-8": 0.96, "deltaformer-exp": 0.85, "deltaformer-softmax": 0.84,
+            **{f"deltaformer-{k}": 0.9 for k in ("round2", "relu", "linear")}}
+    _dag(tmp_path, ours)
+    fast = {f"deltaformer-{k}": 0.99 for k in ("round2", "relu", "linear")}
+    _dag(tmp_path, fast, protocol={"edge_tokens": "single", "deltaformer_write": "query"}, tag=tag)
+    r = _claim("task.dag_reachability").run()
+    assert (f"{tag} flips it (1 seed(s)): single edges, write query [run under it: "
+            "deltaformer-linear, deltaformer-relu, deltaformer-round2; read from the default protocol: "
+            "transformer-1, transformer-2, transformer-4, transformer-8]") in r.detail, r.detail
+    assert r.computed["trends_by_protocol"][tag]["dag.deltaformer_above_transformers"] is True
+    # the Transformers under the same edges: the 8-layer one above the DeltaFormers; a DeltaFormer run under
+    # TAG2 (no write query) does not replace the tag's own
+    _dag(tmp_path, {f"transformer-{n}": a for n, a in ((1, 0.8), (2, 0.9), (4, 0.95), (8, 0.995))},
+         protocol={"edge_tokens": "single"}, tag=other)
+    _dag(tmp_path, {"deltaformer-linear": 0.5}, protocol={"edge_tokens": "single"}, tag=other)
+    r = _claim("task.dag_reachability").run()
+    assert r.status == "failed"
+    bad = [it["name"] for it in r.items if not it["passed"]]
+    assert any(f"under {tag}" in n and "not reproduced (documented: reproduced)" in n for n in bad), bad
+    assert r.computed["trends_by_protocol"][tag]["dag.deltaformer_above_transformers"] is False
+    # below the DeltaFormers: the flip holds, its Transformers all read from TAG2
+    _dag(tmp_path, {"transformer-8": 0.97}, protocol={"edge_tokens": "single"}, tag=other)
+    r = _claim("task.dag_reachability").run()
+    assert f"{tag} flips it (1 seed(s)): single edges, write query" in r.detail and "read from the default" \
+        not in r.detail, r.detail
