@@ -597,6 +597,14 @@ def plot_dag(results_dir, out_dir) -> list[Path]:
                         label=label + ("" if c["status"] == "finished" else f" ({c['status']})"))
                 if c["status"] == "diverged":
                     ax.plot(c["step"][-1], c["acc"][-1], "x", color=color)
+            # the write query is the DeltaFormer's own: a panel with it also draws the Transformers run under its
+            # other options (the same edges and read-out), thin and dash-dotted, as task.dag_reachability compares them
+            beside = d.get(tag.replace("__deltaformer_write-query", ""), {}) if "deltaformer_write-query" in tag else {}
+            for m, c in sorted(beside.items()):
+                if m.startswith("transformer-") and m not in d[tag]:
+                    L = int(m.split("-")[1])
+                    ax.plot(c["step"], c["acc"], ls="-.", lw=0.9, color=cm({1: 0.0, 2: 0.3, 4: 0.6, 8: 0.9}.get(L, 0.5)),
+                            label=f"Transformer, {L} layer{'s' if L > 1 else ''} (same edges and read-out)")
             ax.set_title(DAG_TAG_LABELS.get(tag, tag), fontsize=7)
             ax.set_xlabel("training step")
             ax.legend(fontsize=5)

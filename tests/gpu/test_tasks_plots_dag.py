@@ -42,3 +42,43 @@ def test_the_figure_wraps_its_panels_and_draws_each(tmp_path, monkeypatch):
     drawn = [ax for ax in axs.flat if ax.get_visible()]
     assert len(drawn) == n and all(ax.lines and ax.get_title() for ax in drawn)
     assert all("__" not in ax.get_title() for ax in drawn)          # no raw tag as a title
+
+
+def test_a_write_query_panel_draws_the_transformers_run_with_its_other_options(tmp_path, monkeypatch):
+    """The write query does not apply to the Transformers: the all-three panel draws them from the panel of the
+    same edges and read-out (labelled so), beside the DeltaFormers that ran with it, as the claim compares them."""
+    import json
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = tmp_path / "results" / "dag_reachability"
+    out.mkdir(parents=True)
+    both = "edge_tokens-single__output-per_node__edge_embedding-factored"
+    curve = [{"step": s, "acc": a} for s, a in ((0, 0.5), (5000, 0.9))]
+    from assocmem.gpu.tasks.train import protocol_tag, resolve_protocol
+
+    opts = {"edge_tokens": "single", "output": "per_node", "edge_embedding": "factored"}
+    for model, over in (("deltaformer-linear", {**opts, "deltaformer_write": "query"}), ("transformer-2", opts),
+                        ("deltaformer-linear", opts), ("transformer-2", {})):
+        pr = resolve_protocol("dag_reachability", over, model=model)
+        tag = protocol_tag("dag_reachability", pr)
+        (out / f"{model}{'__' + tag if tag else ''}_s0.json").write_text(json.dumps(
+            {"task": "dag_reachability", "model": model, "seed": 0, "steps": 5000, "curve": curve, "eval": {},
+             "protocol": pr}))
+    seen = {}
+    real = plt.subplots
+
+    def spy(*a, **kw):
+        fig, axs = real(*a, **kw)
+        seen["axs"] = axs
+        return fig, axs
+
+    monkeypatch.setattr(plt, "subplots", spy)
+    assert P.plot_dag(tmp_path / "results", tmp_path / "fig")
+    labels = {ax.get_title(): [ln.get_label() for ln in ax.lines] for ax in seen["axs"].flat if ax.get_visible()}
+    three = labels[P.DAG_TAG_LABELS[both + "__deltaformer_write-query"]]
+    assert three == ["DeltaFormer κ1 = linear", "Transformer, 2 layers (same edges and read-out)"], three
+    assert labels[P.DAG_TAG_LABELS[both]] == ["DeltaFormer κ1 = linear", "Transformer, 2 layers"]
+    assert labels[P.DAG_TAG_LABELS[""]] == ["Transformer, 2 layers"]
