@@ -425,12 +425,12 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
                                                   "mqar/bl__queries_write-true__variant-block__lr-0.01_s0"]
         assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
                               "gdn__variant-update__lr-0.01__filler-random_s0"]
-    if plan == "device47":     # BL's shuffled Block seeds, the Transformers under the DAG's input and output
-        # changes (deepest first), then device46's order
+    if plan == "device47":     # BL's shuffled Block seed 1 (resumed), the Transformers under the DAG's input and
+        # output changes (deepest first), BL's seed 2, then device46's order
         fact = "edge_tokens-single__output-per_node__edge_embedding-factored_s0"
         assert order.read_text().splitlines() == ["mqar/bl__variant-block__lr-0.01__query_order-shuffled_s1",
-                                                  "mqar/bl__variant-block__lr-0.01__query_order-shuffled_s2",
                                                   *(f"dag_reachability/transformer-{n}__{fact}" for n in (8, 4, 2, 1)),
+                                                  "mqar/bl__variant-block__lr-0.01__query_order-shuffled_s2",
                                                   "mqar/gdn__variant-block__query_order-shuffled_s0",
                                                   "mqar/gdn__variant-update__lr-0.01__query_order-shuffled_s0"]
         assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
