@@ -1077,3 +1077,17 @@ def test_a_with_scope_compares_the_models_an_option_does_not_apply_to_under_the_
     r = _claim("task.dag_reachability").run()
     assert f"{tag} flips it (1 seed(s)): single edges, write query" in r.detail and "read from the default" \
         not in r.detail, r.detail
+
+
+def test_every_dag_write_query_ablation_compares_its_transformers_as_fig7_draws_them():
+    """The claim (a "with:" scope in CAUSES) and Fig. 7's panels (plots.plot_dag, by dropping the write query from
+    the tag) take the Transformers of a write-query ablation from the same runs."""
+    from assocmem.claims.tasks import DAG_DELTAFORMER_ABLATIONS
+
+    wq = [(tag, scope) for tag, _, _, *scope in DAG_DELTAFORMER_ABLATIONS if "deltaformer_write-query" in tag]
+    assert len(wq) >= 3
+    for tag, scope in wq:
+        if "ran" in scope:          # read on the ablated runs alone: no Transformers in it
+            assert not any(x.startswith("with:") for x in scope), tag
+            continue
+        assert [x for x in scope if x.startswith("with:")] == ["with:" + tag.replace("__deltaformer_write-query", "")], tag
