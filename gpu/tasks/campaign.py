@@ -927,8 +927,8 @@ def device47():
       DeltaFormer's own and does not apply): the DeltaFormers' ≈ 1 under them is today compared with
       Transformers run under the default input and output, so "ends above every Transformer" mixes protocols;
       the deepest first, because the 1- and 2-layer runs can also run on a CPU (both did, this session);
-    - BL's seed 2 after them: eight refused starts left under 450 GPU seconds, and its 18,750 steps from scratch
-      do not fit one such call, while the others do;
+    - BL's seed 2 after them: the session's refused starts had left under 450 GPU seconds, and its 18,750 steps
+      from scratch do not fit one such call, while the others do;
     - then :func:`device46`'s rest, in its order."""
     jobs = grid("mqar", ["bl"], [1], {"variant": "block", "lr": 1e-2, "query_order": "shuffled"})
     jobs += grid("dag_reachability", [f"transformer-{n}" for n in (8, 4, 2, 1)], [0],

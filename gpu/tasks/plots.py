@@ -581,13 +581,17 @@ def plot_dag(results_dir, out_dir) -> list[Path]:
     with plt.rc_context(_style()):
         fig, axs = plt.subplots(nrow, ncol, figsize=(3.1 * ncol, 2.9 * nrow), sharey=True, squeeze=False)
         cm = plt.get_cmap("viridis")
+
+        def layer_color(L):
+            return cm({1: 0.0, 2: 0.3, 4: 0.6, 8: 0.9}.get(L, 0.5))
+
         for ax in axs.flat[len(tags):]:
             ax.set_visible(False)
         for ax, tag in zip(axs.flat, tags):
             for m, c in sorted(d[tag].items()):
                 if m.startswith("transformer-"):
                     L = int(m.split("-")[1])
-                    color, label = cm({1: 0.0, 2: 0.3, 4: 0.6, 8: 0.9}.get(L, 0.5)), f"Transformer, {L} layer{'s' if L > 1 else ''}"
+                    color, label = layer_color(L), f"Transformer, {L} layer{'s' if L > 1 else ''}"
                 else:
                     color, label = plt.get_cmap("tab10")(2 + ["linear", "round2", "relu", "exp", "softmax"].index(
                         m.split("-", 1)[1])), "DeltaFormer κ1 = " + m.split("-", 1)[1]
@@ -603,7 +607,7 @@ def plot_dag(results_dir, out_dir) -> list[Path]:
             for m, c in sorted(beside.items()):
                 if m.startswith("transformer-") and m not in d[tag]:
                     L = int(m.split("-")[1])
-                    ax.plot(c["step"], c["acc"], ls="-.", lw=0.9, color=cm({1: 0.0, 2: 0.3, 4: 0.6, 8: 0.9}.get(L, 0.5)),
+                    ax.plot(c["step"], c["acc"], ls="-.", lw=0.9, color=layer_color(L),
                             label=f"Transformer, {L} layer{'s' if L > 1 else ''} (same edges and read-out)")
             ax.set_title(DAG_TAG_LABELS.get(tag, tag), fontsize=7)
             ax.set_xlabel("training step")
