@@ -103,13 +103,14 @@ def _with_ablation(default, ablation):
 
 
 def _companions(tag, by_tag) -> list:
-    """The runs a CAUSES entry's ``"with:TAG2"`` scope adds to ablation ``tag``: the models that cannot run
-    under ``tag`` itself (an option that does not apply to them) run under TAG2, its other options, and are
+    """The runs ablation ``tag`` takes for the models an option of it does not apply to (the DeltaFormer's write
+    query for a Transformer): their runs under the tag's other options (:func:`~assocmem.gpu.tasks.train.tag_for_model`),
     compared from there instead of from the default protocol.  A model that ran under ``tag`` keeps those runs."""
-    withs = {x.split(":", 1)[1] for entries in CAUSES.values() for t, *rest in entries if t == tag
-             for x in rest[2:] if x.startswith("with:")}
+    from assocmem.gpu.tasks.train import tag_for_model
+
     ran = {r["model"] for r in by_tag.get(tag, [])}
-    return [r for w in sorted(withs) for r in by_tag.get(w, []) if r["model"] not in ran]
+    return [r for t, rs in sorted(by_tag.items()) if t not in ("", tag) for r in rs
+            if r["model"] not in ran and tag_for_model(r["task"], tag, r["model"]) == t]
 
 
 def _rel(out, ref):
@@ -247,8 +248,7 @@ DAG_DELTAFORMER_ABLATIONS = [
      "the same at lr 1e-3 (round2): 0.88, still level with the 2- and 4-layer Transformers"),
     ("edge_tokens-single__edge_embedding-factored__deltaformer_write-query", False,
      "the same edges and a write query of its own in κ1 (AM's general form, w_t ≠ k_t; round2 and linear, "
-     "run on a CPU): 0.89 (0.85 at step 2,000), below the 4-layer Transformer",
-     "with:edge_tokens-single__edge_embedding-factored"),
+     "run on a CPU): 0.89 (0.85 at step 2,000), below the 4-layer Transformer"),
     ("edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query", False,
      "those edges, the write query and a per-node read-out together: round2 and linear learn the task (0.997 / "
      "0.996 per node, 0.93 / 0.92 exact sets; >= 0.95 from step 2,600 / 2,650, 0.885 at step 2,000), ReLU does "
@@ -259,7 +259,7 @@ DAG_DELTAFORMER_ABLATIONS = [
      "is not. The Transformers are compared under the same edges and read-out (the write query does not apply "
      "to them; run on a CPU): 1 layer 0.76, 2 layers 0.94 per node (0.56 exact sets), so one round2 / linear "
      "layer stays above two Transformer layers; the 4- and 8-layer ones are read from the default protocol "
-     "until they run", "with:edge_tokens-single__output-per_node__edge_embedding-factored"),
+     "until they run"),
     ("edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__lr-0.001", False,
      "all three changes at lr 1e-3 (ReLU, the arm they left behind; run on a CPU): 0.92 per node, 0.38 exact "
      "sets, 0.88 at step 2,000: faster early than at 3e-4 but still not ≈ 1", "ran"),
@@ -267,7 +267,7 @@ DAG_DELTAFORMER_ABLATIONS = [
      "factored edges and the per-node read-out, no write query (linear): 0.89; the 1- and 2-layer Transformers "
      "under it (run on a CPU): 0.76 / 0.94"),
     ("output-per_node__deltaformer_write-query", False,
-     "the write query and the per-node read-out on two-token edges (linear): 0.89", "with:output-per_node"),
+     "the write query and the per-node read-out on two-token edges (linear): 0.89"),
     ("output-per_node", False, "the per-node read-out alone (linear): 0.82; with the factored edges and the "
                                "write query but the multilabel read-out, 0.89 (above): each pair of the three "
                                "changes stays at the Transformers' level, all three together are needed"),
@@ -280,10 +280,9 @@ DAG_DELTAFORMER_ABLATIONS = [
 # ablation run on some arms of a trend only); "variant:V" in the scope counts only the tag's runs of
 # MQAR's experiment V (several: the runs of each, swapped in together, so that an ablation which flips
 # one reading and breaks another one the default reproduces is named as such; the first names the
-# trend's own experiment, and the ablation reaches the trend only with a run of it); "with:TAG2" swaps in
-# TAG2's runs of the models that did not run under the tag itself (an option that does not apply to
-# them, e.g. the DeltaFormer's write query for the Transformers: they run under the tag's other options,
-# TAG2, and are compared from there, not from the default protocol).  An ablation
+# trend's own experiment, and the ablation reaches the trend only with a run of it).  A model an option of the
+# tag does not apply to (the DeltaFormer's write query for a Transformer) is taken from its runs under the
+# tag's other options where they exist (:func:`_companions`), not from the default protocol.  An ablation
 # whose outcome differs from the default's isolates a cause; the check
 # asserts the documented outcome under every ablation listed (docs/tasks.md, "Causes").  An outcome of
 # None is a candidate listed before it ran: the summary names it "not yet run", and once its runs reach the

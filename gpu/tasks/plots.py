@@ -570,6 +570,8 @@ DAG_TAG_LABELS = {
 
 def plot_dag(results_dir, out_dir) -> list[Path]:
     """AM Fig. 7: per-node training accuracy against steps, one panel per protocol present."""
+    from .train import tag_for_model
+
     d = dag_curves_data(results_dir)
     if not d:
         return []
@@ -601,14 +603,15 @@ def plot_dag(results_dir, out_dir) -> list[Path]:
                         label=label + ("" if c["status"] == "finished" else f" ({c['status']})"))
                 if c["status"] == "diverged":
                     ax.plot(c["step"][-1], c["acc"][-1], "x", color=color)
-            # the write query is the DeltaFormer's own: a panel with it also draws the Transformers run under its
-            # other options (the same edges and read-out), thin and dash-dotted, as task.dag_reachability compares them
-            beside = d.get(tag.replace("__deltaformer_write-query", ""), {}) if "deltaformer_write-query" in tag else {}
+            # an option of the DeltaFormers' alone (the write query, the key parameterisation): the panel also draws
+            # the Transformers run under its other options, thin and dash-dotted, as task.dag_reachability compares them
+            other = tag_for_model("dag_reachability", tag, "transformer-1")
+            beside = d.get(other, {}) if other not in ("", tag) else {}
             for m, c in sorted(beside.items()):
                 if m.startswith("transformer-") and m not in d[tag]:
                     L = int(m.split("-")[1])
                     ax.plot(c["step"], c["acc"], ls="-.", lw=0.9, color=layer_color(L),
-                            label=f"Transformer, {L} layer{'s' if L > 1 else ''} (same edges and read-out)")
+                            label=f"Transformer, {L} layer{'s' if L > 1 else ''} (same inputs and read-out)")
             ax.set_title(DAG_TAG_LABELS.get(tag, tag), fontsize=7)
             ax.set_xlabel("training step")
             ax.legend(fontsize=5)

@@ -322,6 +322,23 @@ PROTOCOL = {
 }
 
 
+# options that one kind of model takes alone (resolve_protocol refuses them for the others): the others run the
+# same experiment with them at their defaults, under the tag :func:`tag_for_model` gives
+MODEL_ONLY_OPTIONS = {("dag_reachability", "deltaformer_keys"): ("deltaformer-", "the DeltaFormers"),
+                      ("dag_reachability", "deltaformer_write"): ("deltaformer-", "the DeltaFormers")}
+
+
+def tag_for_model(task: str, tag: str, model: str) -> str:
+    """The tag under which ``model`` runs the experiment of ``tag``: its options that do not apply to ``model``
+    (:data:`MODEL_ONLY_OPTIONS`) left at their defaults, e.g. a Transformer's run of the DeltaFormers' write-query
+    ablation is the same edges and read-out without it."""
+    def applies(part):
+        prefix = MODEL_ONLY_OPTIONS.get((task, part.split("-", 1)[0]), (model, ""))[0]
+        return model.startswith(prefix)
+
+    return "__".join(p for p in tag.split("__") if p and applies(p))
+
+
 def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optional[str] = None) -> dict:
     """The full protocol of a run: the task's defaults with ``overrides`` applied and checked.
 
@@ -358,12 +375,9 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
                          f"parameters _no_weight_decay), not {model!r}")
     if task == "mqar" and out["mamba2_core"] != "auto" and model is not None and model != "mamba2":
         raise ValueError(f"protocol mamba2_core: applies to mamba2, not {model!r}")
-    if task == "dag_reachability" and out["deltaformer_keys"] != "unit" and model is not None \
-            and not model.startswith("deltaformer-"):
-        raise ValueError(f"protocol deltaformer_keys: applies to the DeltaFormers, not {model!r}")
-    if task == "dag_reachability" and out["deltaformer_write"] != "key" and model is not None \
-            and not model.startswith("deltaformer-"):
-        raise ValueError(f"protocol deltaformer_write: applies to the DeltaFormers, not {model!r}")
+    for (t, opt), (prefix, who) in MODEL_ONLY_OPTIONS.items():
+        if task == t and out[opt] != spec[opt][0] and model is not None and not model.startswith(prefix):
+            raise ValueError(f"protocol {opt}: applies to {who}, not {model!r}")
     if task == "dag_reachability" and out["edge_embedding"] != "table" and out["edge_tokens"] != "single":
         raise ValueError("protocol edge_embedding: applies to one-token edges (edge_tokens=single)")
     if task == "dag_reachability" and not out["queries_write"]:

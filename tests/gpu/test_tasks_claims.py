@@ -1040,16 +1040,16 @@ def test_pick_rates_is_seed_0s_pick_for_every_seed_that_ran_it():
                                  ("gdn", 1): (0.6, "y1")}
 
 
-def test_a_with_scope_compares_the_models_an_option_does_not_apply_to_under_the_tags_other_options(tmp_path, monkeypatch):
-    """Scope "with:TAG2": the Transformers cannot take the DeltaFormer's write query, so an ablation whose tag has
-    it compares the DeltaFormers with the Transformers run under TAG2 (its other options), not with the default
-    protocol's; until TAG2's runs exist they come from the default, and the flip's text says so."""
+def test_an_ablation_compares_the_models_its_option_does_not_apply_to_under_its_other_options(tmp_path, monkeypatch):
+    """The Transformers cannot take the DeltaFormer's write query, so an ablation whose tag has it compares the
+    DeltaFormers with the Transformers run under the tag's other options, not with the default protocol's; until
+    those runs exist they come from the default, and the flip's text says so."""
     from assocmem.claims import tasks
 
     monkeypatch.setattr(tasks, "RESULTS", tmp_path)
     tag, other = "edge_tokens-single__deltaformer_write-query", "edge_tokens-single"
     monkeypatch.setitem(tasks.CAUSES, "dag.deltaformer_above_transformers",
-                        [(tag, True, "single edges, write query", f"with:{other}")])
+                        [(tag, True, "single edges, write query")])
     monkeypatch.setitem(tasks.CAUSES, "dag.deltaformer_fast", [])
     monkeypatch.setitem(tasks.CAUSES, "dag.transformers_about_08", [])
     ours = {**DAG_PAPER_LIKE, "transformer-8": 0.96, "deltaformer-exp": 0.85, "deltaformer-softmax": 0.84,
@@ -1079,15 +1079,31 @@ def test_a_with_scope_compares_the_models_an_option_does_not_apply_to_under_the_
         not in r.detail, r.detail
 
 
-def test_every_dag_write_query_ablation_compares_its_transformers_as_fig7_draws_them():
-    """The claim (a "with:" scope in CAUSES) and Fig. 7's panels (plots.plot_dag, by dropping the write query from
-    the tag) take the Transformers of a write-query ablation from the same runs."""
-    from assocmem.claims.tasks import DAG_DELTAFORMER_ABLATIONS
 
-    wq = [(tag, scope) for tag, _, _, *scope in DAG_DELTAFORMER_ABLATIONS if "deltaformer_write-query" in tag]
-    assert len(wq) >= 3
-    for tag, scope in wq:
-        if "ran" in scope:          # read on the ablated runs alone: no Transformers in it
-            assert not any(x.startswith("with:") for x in scope), tag
-            continue
-        assert [x for x in scope if x.startswith("with:")] == ["with:" + tag.replace("__deltaformer_write-query", "")], tag
+@pytest.mark.parametrize("model", ["transformer-1", "transformer-8", "deltaformer-relu"])
+def test_tag_for_model_is_the_committed_protocol_with_the_options_the_model_refuses_at_their_defaults(model):
+    """tag_for_model (a tag's text) against the protocol blocks of the committed DAG results: each with the
+    options resolve_protocol refuses for ``model`` reset to their defaults resolves for it, under that tag."""
+    from assocmem.claims.tasks import RESULTS
+    from assocmem.gpu.tasks.train import PROTOCOL, protocol_tag, resolve_protocol, tag_for_model
+
+    spec = PROTOCOL["dag_reachability"]
+    tags = 0
+    for f in sorted((RESULTS / "dag_reachability").glob("deltaformer-*.json")):
+        pr = json.loads(f.read_text())["protocol"]
+        pr = {k: v for k, v in pr.items() if k in spec}
+        tag = protocol_tag("dag_reachability", resolve_protocol("dag_reachability", pr))
+        kept = dict(pr)
+        for _ in spec:                  # reset each option the model refuses, as resolve_protocol names it
+            try:
+                resolve_protocol("dag_reachability", kept, model=model)
+                break
+            except ValueError as e:
+                kept[re.match(r"protocol (\w+):", str(e)).group(1)] = None
+                kept = {k: v for k, v in kept.items() if v is not None}
+        assert tag_for_model("dag_reachability", tag, model) == protocol_tag(
+            "dag_reachability", resolve_protocol("dag_reachability", kept, model=model)), f.name
+        tags += tag != tag_for_model("dag_reachability", tag, model)
+    assert (tags > 0) == model.startswith("transformer-")
+    assert tag_for_model("mqar", "variant-block__lr-0.01__query_order-shuffled", "gdn") == \
+        "variant-block__lr-0.01__query_order-shuffled"

@@ -20,20 +20,26 @@ def test_every_committed_protocol_has_a_panel_title_in_words():
     assert not missing, f"add a title to plots.DAG_TAG_LABELS for {missing}"
 
 
-def test_the_figure_wraps_its_panels_and_draws_each(tmp_path, monkeypatch):
+@pytest.fixture
+def seen(monkeypatch):
+    """The axes plot_dag draws on: {"axs": the array plt.subplots returned}."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    seen = {}
+    out = {}
     real = plt.subplots
 
     def spy(*a, **kw):
         fig, axs = real(*a, **kw)
-        seen["axs"] = axs
+        out["axs"] = axs
         return fig, axs
 
     monkeypatch.setattr(plt, "subplots", spy)
+    return out
+
+
+def test_the_figure_wraps_its_panels_and_draws_each(tmp_path, seen):
     paths = P.plot_dag(RESULTS, tmp_path)
     assert {p.suffix for p in paths} == {".png", ".pdf"} and all(p.stat().st_size > 10_000 for p in paths)
     axs = seen["axs"]
@@ -44,14 +50,10 @@ def test_the_figure_wraps_its_panels_and_draws_each(tmp_path, monkeypatch):
     assert all("__" not in ax.get_title() for ax in drawn)          # no raw tag as a title
 
 
-def test_a_write_query_panel_draws_the_transformers_run_with_its_other_options(tmp_path, monkeypatch):
+def test_a_write_query_panel_draws_the_transformers_run_with_its_other_options(tmp_path, seen):
     """The write query does not apply to the Transformers: the all-three panel draws them from the panel of the
     same edges and read-out (labelled so), beside the DeltaFormers that ran with it, as the claim compares them."""
     import json
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     out = tmp_path / "results" / "dag_reachability"
     out.mkdir(parents=True)
@@ -67,18 +69,9 @@ def test_a_write_query_panel_draws_the_transformers_run_with_its_other_options(t
         (out / f"{model}{'__' + tag if tag else ''}_s0.json").write_text(json.dumps(
             {"task": "dag_reachability", "model": model, "seed": 0, "steps": 5000, "curve": curve, "eval": {},
              "protocol": pr}))
-    seen = {}
-    real = plt.subplots
-
-    def spy(*a, **kw):
-        fig, axs = real(*a, **kw)
-        seen["axs"] = axs
-        return fig, axs
-
-    monkeypatch.setattr(plt, "subplots", spy)
     assert P.plot_dag(tmp_path / "results", tmp_path / "fig")
     labels = {ax.get_title(): [ln.get_label() for ln in ax.lines] for ax in seen["axs"].flat if ax.get_visible()}
     three = labels[P.DAG_TAG_LABELS[both + "__deltaformer_write-query"]]
-    assert three == ["DeltaFormer κ1 = linear", "Transformer, 2 layers (same edges and read-out)"], three
+    assert three == ["DeltaFormer κ1 = linear", "Transformer, 2 layers (same inputs and read-out)"], three
     assert labels[P.DAG_TAG_LABELS[both]] == ["DeltaFormer κ1 = linear", "Transformer, 2 layers"]
     assert labels[P.DAG_TAG_LABELS[""]] == ["Transformer, 2 layers"]
