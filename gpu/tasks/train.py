@@ -318,6 +318,10 @@ PROTOCOL = {
                              "curriculum's (ours), or raw keys with beta in (0, 1) (with two-token edges, 64 "
                              "tokens, raw keys diverged to NaN within 75-1,250 steps)"),
         "lr": (3e-4, _pos_float, "AdamW learning rate (the BL tasks' 3e-4; the notes do not give AM's)"),
+        "n_heads": (4, _int_choice(1, 2, 4, 8),
+                    "attention heads of every layer, each of d_model / n_heads dimensions (32 by default; the "
+                    "notes do not give the head layout; AM's SNR argument, Sec. 2.1 and Fig. 2, is that linear "
+                    "and ReLU kernels' retrieval noise falls with the head dimension)"),
     },
 }
 
@@ -380,6 +384,8 @@ def resolve_protocol(task: str, overrides: Optional[dict] = None, model: Optiona
             raise ValueError(f"protocol {opt}: applies to {who}, not {model!r}")
     if task == "dag_reachability" and out["edge_embedding"] != "table" and out["edge_tokens"] != "single":
         raise ValueError("protocol edge_embedding: applies to one-token edges (edge_tokens=single)")
+    if task == "dag_reachability" and out["d_model"] % out["n_heads"]:
+        raise ValueError(f"protocol n_heads: {out['n_heads']} heads do not divide d_model = {out['d_model']}")
     if task == "dag_reachability" and not out["queries_write"]:
         raise ValueError("protocol queries_write: the reachability models are attention models with no "
                          "separate write; it is fixed at true")
@@ -529,9 +535,10 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
             return Mo.SequenceModel(Dg.dag_vocab(cfg).size, n_out, n_layers=1, d_model=pr["d_model"],
                                     kappa1=model.split("-", 1)[1], key_norm=unit,
                                     beta_max=CURRICULUM_BETA_MAX if unit else 1.0, factored_edges=fact,
-                                    write_query=pr.get("deltaformer_write", "key") == "query")
+                                    write_query=pr.get("deltaformer_write", "key") == "query",
+                                    n_heads=pr.get("n_heads", 4))
         return Mo.SequenceModel(Dg.dag_vocab(cfg).size, n_out, n_layers=int(model.split("-")[1]),
-                                d_model=pr["d_model"], factored_edges=fact)
+                                d_model=pr["d_model"], factored_edges=fact, n_heads=pr.get("n_heads", 4))
     if model.startswith("stress-"):
         _, kappa, n = model.split("-")
         return Mo.FixedKeySwapModel(int(n), 128, kappa1=kappa, kappa2=pr["stress_read"], keys=pr["stress_keys"])

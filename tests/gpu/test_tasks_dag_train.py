@@ -154,3 +154,27 @@ def test_write_query_is_a_deltaformer_option_and_trains(tmp_path):
     rec = json.loads((tmp_path / "dag_reachability" / "deltaformer-linear__deltaformer_write-query_s0.json")
                      .read_text())
     assert rec["protocol"]["deltaformer_write"] == "query"
+
+
+@pytest.mark.parametrize("model", ["transformer-2", "deltaformer-relu"])
+@pytest.mark.parametrize("heads", [1, 8])
+def test_head_layout_is_an_option_every_model_takes(tmp_path, model, heads):
+    pr = Tr.resolve_protocol("dag_reachability", {"n_heads": str(heads)}, model)
+    net = Tr.build_model("dag_reachability", model, pr)
+    assert {(a.H, a.dh) for a in net.layers} == {(heads, 128 // heads)}
+    assert {(a.H, a.dh) for a in Tr.build_model("dag_reachability", model).layers} == {(4, 32)}
+    Tr.train("dag_reachability", model, steps=2, batch_size=4, device="cpu", out=tmp_path, progress=False,
+             protocol={"n_heads": heads})
+    rec = json.loads((tmp_path / "dag_reachability" / f"{model}__n_heads-{heads}_s0.json").read_text())
+    assert rec["protocol"]["n_heads"] == heads
+
+
+@pytest.mark.parametrize("flags, needle", [(["--protocol", "n_heads=3"], "--protocol n_heads=3"),
+                                           (["--protocol", "d_model=12", "--protocol", "n_heads=8"],
+                                            "n_heads: 8 heads do not divide d_model = 12")])
+def test_cli_rejects_a_head_layout_that_does_not_fit(tmp_path, capsys, flags, needle):
+    rc = main(["gpu", "train", "dag_reachability", "--model", "transformer-1", "--device", "cpu", "--steps", "1",
+               "--out", str(tmp_path / "runs"), *flags])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and needle in err[0]
+    assert not (tmp_path / "runs").exists()
