@@ -293,7 +293,8 @@ class AttentionLayer(nn.Module):
     """Causal softmax attention (``deltaformer=None``) or a DeltaFormer layer (κ1 given)."""
 
     def __init__(self, d_model: int, n_heads: int, kappa1: Optional[str] = None, pos: str = "rope",
-                 key_norm: bool = False, beta_max: float = 1.0, write_query: bool = False):
+                 key_norm: bool = False, beta_max: float = 1.0, write_query: bool = False,
+                 signed_beta: bool = False):
         super().__init__()
         self.H, self.dh, self.kappa1, self.pos = n_heads, d_model // n_heads, kappa1, pos
         # key_norm: κ1 on unit keys.  With raw keys the u-recursion is an unstable delta rule
@@ -305,7 +306,11 @@ class AttentionLayer(nn.Module):
         # (the delta rule's eigenvalue 1 − β‖k‖² = −1).
         if not 0.0 < float(beta_max) <= 2.0:
             raise ValueError(f"beta_max must lie in (0, 2] (got {beta_max!r})")
-        self.key_norm, self.beta_max = key_norm, float(beta_max)
+        # signed_beta: β = beta_max · tanh(./2) in (−beta_max, beta_max) instead of (0, beta_max).  With
+        # κ1 ≥ 0 (ReLU, exp, softmax) and β > 0 every earlier u_i enters u_t with a negative weight; adding
+        # one (u_child = v_child + u_parent, a path composed along the edges) needs β κ1 < 0, which a
+        # non-negative kernel can only reach through β's sign (linear and round2 reach it through κ1's)
+        self.key_norm, self.beta_max, self.signed_beta = key_norm, float(beta_max), bool(signed_beta)
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
         self.o = nn.Linear(d_model, d_model, bias=False)
         if kappa1 is not None:
@@ -318,7 +323,8 @@ class AttentionLayer(nn.Module):
         B, T, Dm = h.shape
         q, k, v = self.qkv(h).reshape(B, T, 3, self.H, self.dh).permute(2, 0, 3, 1, 4)
         if self.kappa1 is not None:
-            beta = self.beta_max * torch.sigmoid(self.beta(h)).transpose(1, 2)   # [B, H, T]
+            gate = torch.tanh(0.5 * self.beta(h)) if self.signed_beta else torch.sigmoid(self.beta(h))
+            beta = self.beta_max * gate.transpose(1, 2)                 # [B, H, T]
             kk = F.normalize(k, dim=-1) if self.key_norm else k
             if self.wq is None:
                 v = deltaformer_u(v, kk, beta, self.kappa1)            # κ1 on the raw (or unit) keys
@@ -337,7 +343,7 @@ class SequenceModel(nn.Module):
 
     def __init__(self, vocab: int, n_classes: int, *, n_layers: int, d_model: int = 128, n_heads: int = 4,
                  kappa1: Optional[str] = None, pos: str = "rope", key_norm: bool = False, beta_max: float = 1.0,
-                 factored_edges: int = 0, write_query: bool = False):
+                 factored_edges: int = 0, write_query: bool = False, signed_beta: bool = False):
         super().__init__()
         self.emb = nn.Embedding(vocab, d_model)
         # factored_edges = n: ids below n² are one-token edges EDGE(u, v) = u·n + v, embedded as
@@ -348,8 +354,8 @@ class SequenceModel(nn.Module):
                 raise ValueError(f"factored_edges: {self.n_fact}² edge ids exceed the vocabulary of {vocab}")
             self.emb_from = nn.Embedding(self.n_fact, d_model)
             self.emb_to = nn.Embedding(self.n_fact, d_model)
-        self.layers = nn.ModuleList(AttentionLayer(d_model, n_heads, kappa1, pos, key_norm, beta_max, write_query)
-                                    for _ in range(n_layers))
+        self.layers = nn.ModuleList(AttentionLayer(d_model, n_heads, kappa1, pos, key_norm, beta_max, write_query,
+                                                   signed_beta) for _ in range(n_layers))
         self.n1 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
         self.n2 = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(n_layers))
         self.mlps = nn.ModuleList(MLP(d_model) for _ in range(n_layers))

@@ -322,6 +322,11 @@ PROTOCOL = {
                     "attention heads of every layer, each of d_model / n_heads dimensions (32 by default; the "
                     "notes do not give the head layout; AM's SNR argument, Sec. 2.1 and Fig. 2, is that linear "
                     "and ReLU kernels' retrieval noise falls with the head dimension)"),
+        "deltaformer_beta": ("positive", _choice("positive", "signed"),
+                             "the DeltaFormers' write strength: beta in (0, beta_max) by a sigmoid (ours, as the "
+                             "swap curriculum's) or in (-beta_max, beta_max) by a tanh (the notes give no range). "
+                             "With kappa1 >= 0 (ReLU, exp, softmax) and beta > 0 an earlier u_i can only be "
+                             "subtracted from u_t; composing a path adds the parent's"),
     },
 }
 
@@ -329,7 +334,8 @@ PROTOCOL = {
 # options that one kind of model takes alone (resolve_protocol refuses them for the others): the others run the
 # same experiment with them at their defaults, under the tag :func:`tag_for_model` gives
 MODEL_ONLY_OPTIONS = {("dag_reachability", "deltaformer_keys"): ("deltaformer-", "the DeltaFormers"),
-                      ("dag_reachability", "deltaformer_write"): ("deltaformer-", "the DeltaFormers")}
+                      ("dag_reachability", "deltaformer_write"): ("deltaformer-", "the DeltaFormers"),
+                      ("dag_reachability", "deltaformer_beta"): ("deltaformer-", "the DeltaFormers")}
 
 
 def tag_for_model(task: str, tag: str, model: str) -> str:
@@ -536,7 +542,8 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
                                     kappa1=model.split("-", 1)[1], key_norm=unit,
                                     beta_max=CURRICULUM_BETA_MAX if unit else 1.0, factored_edges=fact,
                                     write_query=pr.get("deltaformer_write", "key") == "query",
-                                    n_heads=pr.get("n_heads", 4))
+                                    n_heads=pr.get("n_heads", 4),
+                                    signed_beta=pr.get("deltaformer_beta", "positive") == "signed")
         return Mo.SequenceModel(Dg.dag_vocab(cfg).size, n_out, n_layers=int(model.split("-")[1]),
                                 d_model=pr["d_model"], factored_edges=fact, n_heads=pr.get("n_heads", 4))
     if model.startswith("stress-"):

@@ -178,3 +178,48 @@ def test_cli_rejects_a_head_layout_that_does_not_fit(tmp_path, capsys, flags, ne
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and needle in err[0]
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_negative_beta_lets_a_non_negative_kernel_add_the_parents_u():
+    """A chain of three edges whose write query matches the previous key exactly (κ1 = 1 for ReLU): with
+    β = −1 each u is its own value plus the previous u (the path so far); with β = +1 the previous u is
+    subtracted, so the signs alternate along the path."""
+    from assocmem.gpu.tasks import models as Mo
+
+    e = torch.eye(4, dtype=torch.float64)
+    k = e[:3][None, None]                                        # keys e0, e1, e2
+    w = torch.stack([e[3], e[0], e[1]])[None, None]             # w_t = k_{t-1}: κ1(k_{t-1}, w_t) = 1
+    v = torch.eye(3, dtype=torch.float64)[None, None]
+    for sign, want in ((-1.0, [[1, 0, 0], [1, 1, 0], [1, 1, 1]]), (1.0, [[1, 0, 0], [-1, 1, 0], [1, -1, 1]])):
+        beta = torch.full((1, 1, 3), sign, dtype=torch.float64)
+        got = Mo.deltaformer_u(v, k, beta, "relu", w)[0, 0]
+        assert torch.equal(got, torch.tensor(want, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("beta, lo, hi", [("positive", 0.0, 2.0), ("signed", -2.0, 2.0)])
+def test_write_strength_range_is_a_deltaformer_option(tmp_path, monkeypatch, beta, lo, hi):
+    from assocmem.gpu.tasks import models as Mo
+
+    pr = Tr.resolve_protocol("dag_reachability", {"deltaformer_beta": beta}, "deltaformer-relu")
+    net = Tr.build_model("dag_reachability", "deltaformer-relu", pr)
+    att = net.layers[0]
+    seen, real = [], Mo.deltaformer_u
+    monkeypatch.setattr(Mo, "deltaformer_u", lambda v, k, b, *a: seen.append(b) or real(v, k, b, *a))
+    with torch.no_grad():                                    # heads driven to both ends of β's range
+        att.beta.weight.zero_()
+        att.beta.bias.copy_(torch.tensor([-40.0, -1.0, 1.0, 40.0]))
+        att(torch.randn(2, 5, 128, generator=torch.Generator().manual_seed(0)))
+    got = seen[0][0, :, 0]
+    assert float(got[0]) == pytest.approx(lo, abs=1e-6) and float(got[-1]) == pytest.approx(hi, abs=1e-6)
+    assert (float(got[1]) < 0) == (beta == "signed") and float(got[2]) > 0
+    monkeypatch.setattr(Mo, "deltaformer_u", real)
+    assert att.signed_beta == (beta == "signed")
+    assert float(got.min()) == pytest.approx(lo, abs=1e-6) and float(got.max()) == pytest.approx(hi, abs=1e-6)
+    with pytest.raises(ValueError, match="protocol deltaformer_beta: applies to the DeltaFormers"):
+        Tr.resolve_protocol("dag_reachability", {"deltaformer_beta": beta if beta != "positive" else "signed"},
+                            "transformer-2")
+    Tr.train("dag_reachability", "deltaformer-relu", steps=2, batch_size=4, device="cpu", out=tmp_path,
+             progress=False, protocol={"deltaformer_beta": beta})
+    tag = "" if beta == "positive" else "__deltaformer_beta-signed"
+    rec = json.loads((tmp_path / "dag_reachability" / f"deltaformer-relu{tag}_s0.json").read_text())
+    assert rec["protocol"]["deltaformer_beta"] == beta and math.isfinite(rec["curve"][-1]["loss"])
