@@ -565,6 +565,10 @@ DAG_TAG_LABELS = {
         'all three: E_from[u] + E_to[v] edges,\nwrite query, per-node read-out',
     'edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__lr-0.001':
         'all three, lr 1e-3',
+    'edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__n_heads-1':
+        'all three, one head of 128 dimensions',
+    'edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__deltaformer_beta-signed':
+        'all three, signed β in (−2, 2)',
 }
 
 
