@@ -334,7 +334,7 @@ def test_campaign_heavy_gpus_and_cli(monkeypatch, capsys):
 @pytest.mark.parametrize("plan, limit", [("device37", 3), ("device37", None), ("device38", None), ("device39", None),
                                          ("device40", 4), ("device41", 8), ("device42", 10),
                                          ("device43", 10), ("device44", 7), ("device45", 6), ("device46", 6),
-                                         ("device47", 8),
+                                         ("device47", 8), ("device48", 9),
                                          ("paper", 4)])
 def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, plan, limit):
     """--order-file: TASK/NAME of each run, one a line, in the plan's order even under --longest-first (the device
@@ -433,6 +433,19 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
                                                   "mqar/bl__variant-block__lr-0.01__query_order-shuffled_s2",
                                                   "mqar/gdn__variant-block__query_order-shuffled_s0",
                                                   "mqar/gdn__variant-update__lr-0.01__query_order-shuffled_s0"]
+        assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
+                              "gdn__variant-update__lr-0.01__filler-random_s0"]
+    if plan == "device48":     # the signed write strength's consistency (exp, softmax), its seed 1, round2 on seed
+        # 0, GDN's shuffled Block seeds 2 and 1, then device47's order
+        three = "edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__deltaformer_beta-signed"
+        assert order.read_text().splitlines() == [f"dag_reachability/deltaformer-exp__{three}_s0",
+                                                  f"dag_reachability/deltaformer-softmax__{three}_s0",
+                                                  *(f"dag_reachability/deltaformer-{k}__{three}_s1"
+                                                    for k in ("relu", "round2", "linear")),
+                                                  f"dag_reachability/deltaformer-round2__{three}_s0",
+                                                  "mqar/gdn__variant-block__query_order-shuffled_s2",
+                                                  "mqar/gdn__variant-block__query_order-shuffled_s1",
+                                                  "mqar/bl__variant-block__lr-0.01__query_order-shuffled_s1"]
         assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
                               "gdn__variant-update__lr-0.01__filler-random_s0"]
     if plan == "device46":     # device45's runs, GDN's long Update run second (beside its resumed Block run)
