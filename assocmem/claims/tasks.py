@@ -269,6 +269,15 @@ DAG_DELTAFORMER_ABLATIONS = [
      "ReLU kernels need the head dimension; run on a CPU): ReLU 0.80 per node (0.74 at step 2,000; four heads "
      "0.89, 0.81), so the head dimension is not what holds ReLU back; linear is faster with it (0.97 at step "
      "1,250, 0.998 at 2,000, where four heads read 0.88; stopped there, so not a finished run)", "ran"),
+    ("edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__deltaformer_beta-signed",
+     False,
+     "all three changes with a signed write strength, β in (−2, 2) instead of (0, 2) (the notes give no range; "
+     "with κ1 >= 0 and β > 0 an earlier u can only be subtracted, so a path composed along the edges alternates "
+     "in sign; run on a CPU): ReLU learns the task, 0.997 per node and 0.95 of the sets exact, >= 0.95 from step "
+     "1,975 (0.89 and 0.81 at step 2,000 with β > 0): the measured cause of the ReLU arm. Linear under it reads "
+     "0.91 at step 2,000 (0.88 with β > 0), so seed 0 still misses the 2,000 steps there; and the 4- and 8-layer "
+     "Transformers given the same inputs end at 0.995 / 1.000, so none of the three ends above every "
+     "Transformer", "ran"),
     ("edge_tokens-single__output-per_node__edge_embedding-factored", False,
      "factored edges and the per-node read-out, no write query (linear): 0.89; the 1- and 2-layer Transformers "
      "under it (run on a CPU): 0.76 / 0.94"),
