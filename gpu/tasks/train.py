@@ -511,6 +511,8 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
     if model not in td.models:
         raise ValueError(f"model for {task} must be one of {', '.join(td.models)} (got {model!r})")
     pr = resolve_protocol(task, None) if protocol is None else protocol
+    # a protocol recorded before an option existed took its default, read from the table
+    opt = lambda k: pr.get(k, PROTOCOL[task][k][0])  # noqa: E731
     if task in ("collision_recall", "random_keys"):
         d_in, n_cls = ((Dt.COLLISION_FEATURES, 2 * Dt.COLLISION_PAIRS) if task == "collision_recall"
                        else (Dt.RK_FEATURES, Dt.RK_LABELS))
@@ -520,8 +522,6 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
         from .mqar_models import MQARModel
 
         cfg = Mq.train_configs(pr["variant"])[0][0]
-        # a protocol recorded before an option existed took its default, read from the table
-        opt = lambda k: pr.get(k, PROTOCOL["mqar"][k][0])  # noqa: E731
         kw = {}
         if model in ("gdn", "gdn-conv"):
             kw = {"backend": opt("gdn_backend")}
@@ -534,18 +534,18 @@ def build_model(task: str, model: str, protocol: Optional[dict] = None) -> torch
                          backbone=pr["backbone"], init=opt("init"), **kw)
     if task == "dag_reachability":
         cfg = dag_config(pr)
-        fact = cfg.n_nodes if pr.get("edge_embedding", "table") == "factored" else 0
+        fact = cfg.n_nodes if opt("edge_embedding") == "factored" else 0
         n_out = 2 if cfg.output == "per_node" else cfg.n_nodes
         if model.startswith("deltaformer-"):
+            # the one exception to the table: runs from before the option existed used raw keys
             unit = pr.get("deltaformer_keys", "raw") == "unit"
             return Mo.SequenceModel(Dg.dag_vocab(cfg).size, n_out, n_layers=1, d_model=pr["d_model"],
                                     kappa1=model.split("-", 1)[1], key_norm=unit,
                                     beta_max=CURRICULUM_BETA_MAX if unit else 1.0, factored_edges=fact,
-                                    write_query=pr.get("deltaformer_write", "key") == "query",
-                                    n_heads=pr.get("n_heads", 4),
-                                    signed_beta=pr.get("deltaformer_beta", "positive") == "signed")
+                                    write_query=opt("deltaformer_write") == "query", n_heads=opt("n_heads"),
+                                    signed_beta=opt("deltaformer_beta") == "signed")
         return Mo.SequenceModel(Dg.dag_vocab(cfg).size, n_out, n_layers=int(model.split("-")[1]),
-                                d_model=pr["d_model"], factored_edges=fact, n_heads=pr.get("n_heads", 4))
+                                d_model=pr["d_model"], factored_edges=fact, n_heads=opt("n_heads"))
     if model.startswith("stress-"):
         _, kappa, n = model.split("-")
         return Mo.FixedKeySwapModel(int(n), 128, kappa1=kappa, kappa2=pr["stress_read"], keys=pr["stress_keys"])
