@@ -569,6 +569,10 @@ DAG_TAG_LABELS = {
         'all three, one head of 128 dimensions',
     'edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__deltaformer_beta-signed':
         'all three, signed β in (−2, 2)',
+    'edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__n_heads-1'
+    '__deltaformer_beta-signed': 'all three, signed β, one head of 128',
+    'edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__n_heads-2'
+    '__deltaformer_beta-signed': 'all three, signed β, two heads of 64',
 }
 
 
