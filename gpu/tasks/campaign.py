@@ -962,6 +962,26 @@ def device48():
     return jobs + [j for j in device47() if job_name(j) not in names]
 
 
+def device49():
+    """The next plan after :func:`device48` (7 December, thirteenth session), which found on seed 0 (CPU) that the
+    head count splits the fast arms under the signed write strength: ReLU is at 0.955 / 0.953 at step 2,000 with
+    four / two heads and 0.74 with one, linear at 0.91 with four heads and 0.99 with one (>= 0.95 from step
+    1,125).  Two heads may hold both; two at a time:
+
+    - round2 and linear under all three changes, the signed β and two heads on seed 0 (linear may have finished on
+      a CPU: then skipped), which decide "by 2,000 steps" under one protocol on seed 0 with ReLU's CPU run;
+    - the three fast arms under it on seed 1;
+    - ReLU with one head under the signed β to its end (the CPU run stopped at step 2,000);
+    - then :func:`device48`'s rest, in its order (BL's Update seeds at lr 1e-2, ...)."""
+    two = {"edge_tokens": "single", "edge_embedding": "factored", "output": "per_node",
+           "deltaformer_write": "query", "deltaformer_beta": "signed", "n_heads": 2}
+    jobs = grid("dag_reachability", ["deltaformer-round2", "deltaformer-linear"], [0], two)
+    jobs += grid("dag_reachability", [f"deltaformer-{k}" for k in ("relu", "round2", "linear")], [1], two)
+    jobs += grid("dag_reachability", ["deltaformer-relu"], [0], {**two, "n_heads": 1})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device48() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -985,7 +1005,7 @@ PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, 
          "device40": device40, "device41": device41, "device42": device42,
          "device43": device43, "device44": device44, "device45": device45,
          "device46": device46, "device47": device47,
-         "device48": device48}
+         "device48": device48, "device49": device49}
 
 
 def cost(job) -> float:

@@ -334,7 +334,7 @@ def test_campaign_heavy_gpus_and_cli(monkeypatch, capsys):
 @pytest.mark.parametrize("plan, limit", [("device37", 3), ("device37", None), ("device38", None), ("device39", None),
                                          ("device40", 4), ("device41", 8), ("device42", 10),
                                          ("device43", 10), ("device44", 7), ("device45", 6), ("device46", 6),
-                                         ("device47", 8), ("device48", 9),
+                                         ("device47", 8), ("device48", 9), ("device49", 7),
                                          ("paper", 4)])
 def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, plan, limit):
     """--order-file: TASK/NAME of each run, one a line, in the plan's order even under --longest-first (the device
@@ -446,6 +446,19 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
                                                   "mqar/gdn__variant-block__query_order-shuffled_s2",
                                                   "mqar/gdn__variant-block__query_order-shuffled_s1",
                                                   "mqar/bl__variant-block__lr-0.01__query_order-shuffled_s1"]
+        assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
+                              "gdn__variant-update__lr-0.01__filler-random_s0"]
+    if plan == "device49":     # two heads under the signed write strength: round2 and linear on seed 0, the three
+        # fast arms on seed 1, ReLU's one-head run to its end, then device48's rest
+        two = ("edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__n_heads-2"
+               "__deltaformer_beta-signed")
+        one = two.replace("n_heads-2", "n_heads-1")
+        assert order.read_text().splitlines() == [f"dag_reachability/deltaformer-round2__{two}_s0",
+                                                  f"dag_reachability/deltaformer-linear__{two}_s0",
+                                                  *(f"dag_reachability/deltaformer-{k}__{two}_s1"
+                                                    for k in ("relu", "round2", "linear")),
+                                                  f"dag_reachability/deltaformer-relu__{one}_s0",
+                                                  f"dag_reachability/deltaformer-exp__{one.replace('__n_heads-1', '')}_s0"]
         assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
                               "gdn__variant-update__lr-0.01__filler-random_s0"]
     if plan == "device46":     # device45's runs, GDN's long Update run second (beside its resumed Block run)
