@@ -625,7 +625,7 @@ def plot_dag(results_dir, out_dir) -> list[Path]:
             ax.legend(fontsize=5)
         for row in axs:
             row[0].set_ylabel("per-node training accuracy")
-        fig.suptitle("Reachability in 32-node trees (AM Fig. 7); dotted: stopped at a time limit, "
+        fig.suptitle("Reachability in 32-node trees (AM Fig. 7); dotted: stopped before the end (a partial), "
                      "dashed ×: diverged", fontsize=9, y=1.0)
         fig.tight_layout()
         paths = _save(fig, out_dir, "dag_reachability")
