@@ -325,7 +325,8 @@ DAG_HEADS_SIGNED = [
 # tag's other options where they exist (:func:`_companions`), not from the default protocol.  An ablation
 # whose outcome differs from the default's isolates a cause; the check
 # asserts the documented outcome under every ablation listed (docs/tasks.md, "Causes").  An outcome of
-# None is a candidate listed before it ran: the summary names it "not yet run", and once its runs reach the
+# None is a candidate listed before it decided the trend (not run, or its finished runs do not reach the trend's
+# readings yet): the summary names it "not yet decided", and once its runs reach the
 # trend the check fails until the measured outcome is written in.
 CAUSES = {
     "collision.delta_reset_about_075_256": [
@@ -632,7 +633,7 @@ def _causes(ev, trend_fn, key, text, default, by_tag, reproduced=None, per_seed_
             rs = runs if "ran" in scope else _with_ablation(default, runs)
         else:
             ev.note(f"{key}: ablation {tag} has no results")
-            if doc is None:                     # a candidate listed before it ran: named as not yet run
+            if doc is None:                     # a candidate listed before it ran: named as not yet decided
                 pending.append(tag)
             continue
         under = {k: o for k, _, o in trend_fn(rs)}
@@ -666,8 +667,8 @@ def _causes(ev, trend_fn, key, text, default, by_tag, reproduced=None, per_seed_
     if flips:
         return "; ".join(flips + side)
     if not side and not tried:
-        return f"cause not isolated (candidates not yet run: {', '.join(pending)})" if pending else ""
-    later = f"; candidates not yet run: {', '.join(pending)}" if pending else ""
+        return f"cause not isolated (candidates not yet decided: {', '.join(pending)})" if pending else ""
+    later = f"; candidates not yet decided: {', '.join(pending)}" if pending else ""
     return "; ".join([f"cause not isolated (ablated: {', '.join(tried)}{later})"] + side)
 
 

@@ -916,7 +916,7 @@ def _mqar_b_c_defaults(d):
 
 def test_a_candidate_cause_listed_before_it_ran_is_named_then_must_be_documented(tmp_path, monkeypatch):
     """A CAUSES entry with outcome None: without its runs (or with runs of another experiment only, scope
-    "variant:block") the summary names it among the candidates not yet run and the claim stays disputed;
+    "variant:block") the summary names it among the candidates not yet decided and the claim stays disputed;
     once its runs reach the trend the claim fails until the measured outcome is written in."""
     from assocmem.claims import tasks
 
@@ -931,7 +931,7 @@ def test_a_candidate_cause_listed_before_it_ran_is_named_then_must_be_documented
            protocol={"variant": "base", "d_model": 64}, tag="d_model-64")
     r = _claim("task.mqar").run()
     assert r.status == "disputed", [it["name"] for it in r.items if not it["passed"]]
-    assert "cause not isolated (ablated: bl_heads-1; candidates not yet run: d_model-64)" in r.detail, r.detail
+    assert "cause not isolated (ablated: bl_heads-1; candidates not yet decided: d_model-64)" in r.detail, r.detail
     # its Block runs arrive: the trend is evaluated under it and the undocumented outcome fails the claim
     _write(tmp_path, "mqar", "bl", 0, _blk(0.75), protocol={"variant": "block", "d_model": 64},
            tag="variant-block__d_model-64")
@@ -943,7 +943,7 @@ def test_a_candidate_cause_listed_before_it_ran_is_named_then_must_be_documented
 
 def test_a_width_for_both_panels_is_named_a_cause_only_while_it_keeps_the_other_panels_readings(tmp_path, monkeypatch):
     """One hypothesis for panels b/c (scope "variant:block", "variant:update": the first names the trend's own
-    experiment).  Its Update runs alone do not reach the Block trend (a candidate not yet run); its Block runs
+    experiment).  Its Update runs alone do not reach the Block trend (a candidate not yet decided); its Block runs
     flip the Block reading, named as the cause; once its Update runs break a reading the default reproduces
     (BL ≈ 0.88 at 16 updates), the flip is named as breaking it, not as the cause."""
     from assocmem.claims import tasks
@@ -957,7 +957,7 @@ def test_a_width_for_both_panels_is_named_a_cause_only_while_it_keeps_the_other_
     # the width's Update run first (GDN, keeping its reading): the Block trend is not reached
     _write(tmp_path, "mqar", "gdn", 0, _upd(0.99), protocol={"variant": "update", **w64}, tag="variant-update__d_model-64")
     r = _claim("task.mqar").run()
-    assert "candidates not yet run: d_model-64" in r.detail, r.detail
+    assert "candidates not yet decided: d_model-64" in r.detail, r.detail
     # its Block runs, BL near 0.75 and GDN near 1: measured, the claim fails until the outcome is written in
     _write(tmp_path, "mqar", "bl", 0, _blk(0.72), protocol={"variant": "block", **w64}, tag="variant-block__d_model-64")
     _write(tmp_path, "mqar", "gdn", 0, _blk(1.0), protocol={"variant": "block", **w64}, tag="variant-block__d_model-64")

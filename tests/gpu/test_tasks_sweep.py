@@ -452,13 +452,13 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
         # fast arms on seed 1, ReLU's one-head run to its end, then device48's rest
         two = ("edge_tokens-single__output-per_node__edge_embedding-factored__deltaformer_write-query__n_heads-2"
                "__deltaformer_beta-signed")
-        one = two.replace("n_heads-2", "n_heads-1")
+        one, signed = two.replace("n_heads-2", "n_heads-1"), two.replace("__n_heads-2", "")
         assert order.read_text().splitlines() == [f"dag_reachability/deltaformer-round2__{two}_s0",
                                                   f"dag_reachability/deltaformer-linear__{two}_s0",
                                                   *(f"dag_reachability/deltaformer-{k}__{two}_s1"
                                                     for k in ("relu", "round2", "linear")),
                                                   f"dag_reachability/deltaformer-relu__{one}_s0",
-                                                  f"dag_reachability/deltaformer-exp__{one.replace('__n_heads-1', '')}_s0"]
+                                                  f"dag_reachability/deltaformer-exp__{signed}_s0"]
         assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
                               "gdn__variant-update__lr-0.01__filler-random_s0"]
     if plan == "device46":     # device45's runs, GDN's long Update run second (beside its resumed Block run)
