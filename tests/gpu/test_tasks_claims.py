@@ -277,7 +277,7 @@ def test_dag_trends_are_pending_without_runs_and_judged_with_them(tmp_path, monk
 def test_a_dag_cause_run_on_two_seeds_says_on_how_many_it_holds(tmp_path, monkeypatch):
     """Fig. 7's readings are decided on seed 0 (as MQAR's): an ablation whose fast arms meet the 2,000 steps
     on seed 0 but whose ReLU arm misses them on seed 1 flips the reading, and says it holds on 1 of the 2
-    seeds decided; seed 1's runs alone neither flip nor break it."""
+    seeds decided (seed 1's runs do not undo seed 0's flip)."""
     from assocmem.claims import tasks
 
     monkeypatch.setattr(tasks, "RESULTS", tmp_path)
