@@ -310,10 +310,10 @@ DAG_HEADS_SIGNED = [
      "heads give ReLU 0.955 and round2 / linear 0.91 and one head ReLU 0.74 and linear 0.99; all three end at "
      "0.998-1.000 per node, 0.96 / 0.99 / 0.995 exact (ReLU / round2 / linear). So on seed 0 the reading's 2,000 "
      "steps hold for all three fast arms under one protocol: the signed β is ReLU's measured cause and the head "
-     "count round2 and linear's. Not on seed 1 (run on a CPU): linear and round2 >= 0.95 from step 1,800 / 1,800 "
-     "(0.975 / 0.974 at step 2,000; 0.999 / 0.999 per node, 0.99 / 0.99 exact) but ReLU only from 2,525 (0.91 at step 2,000; 0.98 per node, 0.76 exact), "
-     "where four heads gave ReLU 1,825; so no protocol we ran meets the 2,000 steps on both seeds for all three "
-     "arms", "ran"),
+     "count round2 and linear's. Not on seed 1 (run on a CPU): linear and round2 >= 0.95 from step 1,800 "
+     "(0.975 / 0.974 at step 2,000; 0.999 per node and 0.99 exact each) but ReLU only from 2,525 (0.91 at step "
+     "2,000; 0.98 per node, 0.76 exact), where four heads gave ReLU 1,825; so no protocol we ran meets the 2,000 "
+     "steps on both seeds for all three arms", "ran"),
 ]
 
 # For each trend not reproduced under the default protocol: the ablations that test a choice of

@@ -968,10 +968,12 @@ def device49():
     four / two heads and 0.74 with one, linear at 0.91 with four heads and 0.99 with one (>= 0.95 from step
     1,125).  Two heads may hold both; two at a time:
 
-    - round2 and linear under all three changes, the signed β and two heads on seed 0 (linear's CPU run stopped at
-      step 2,000, a partial: run to its end), which decide "by 2,000 steps" under one protocol on seed 0 with
-      ReLU's finished CPU run;
+    - round2 and linear under all three changes, the signed β and two heads on seed 0, which decide "by 2,000
+      steps" under one protocol on seed 0 with ReLU's finished CPU run;
     - the three fast arms under it on seed 1;
+
+    (those five ran to their end on a CPU in the fourteenth session, 7 December, and are committed, so the
+    campaign skips them: a call runs what follows)
     - ReLU with one head under the signed β to its end (the CPU run stopped at step 2,000);
     - then :func:`device48`'s rest, in its order (BL's Update seeds at lr 1e-2, ...)."""
     two = {"edge_tokens": "single", "edge_embedding": "factored", "output": "per_node",
