@@ -975,7 +975,10 @@ def device49():
     (those five ran to their end on a CPU in the fourteenth session, 7 December, and are committed, so the
     campaign skips them: a call runs what follows)
     - ReLU with one head under the signed β to its end (the CPU run stopped at step 2,000);
-    - then :func:`device48`'s rest, in its order (BL's Update seeds at lr 1e-2, ...)."""
+    - then :func:`device48`'s rest, in its order (BL's Update seeds at lr 1e-2, ...).
+
+    The fifteenth session's three calls (7 December, an H100) finished that ReLU run and BL's and GDN's Update
+    seeds at lr 1e-2; a call now starts at GDN's width-256 Base run."""
     two = {"edge_tokens": "single", "edge_embedding": "factored", "output": "per_node",
            "deltaformer_write": "query", "deltaformer_beta": "signed", "n_heads": 2}
     jobs = grid("dag_reachability", ["deltaformer-round2", "deltaformer-linear"], [0], two)
