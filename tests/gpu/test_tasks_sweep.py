@@ -334,7 +334,7 @@ def test_campaign_heavy_gpus_and_cli(monkeypatch, capsys):
 @pytest.mark.parametrize("plan, limit", [("device37", 3), ("device37", None), ("device38", None), ("device39", None),
                                          ("device40", 4), ("device41", 8), ("device42", 10),
                                          ("device43", 10), ("device44", 7), ("device45", 6), ("device46", 6),
-                                         ("device47", 8), ("device48", 9), ("device49", 7),
+                                         ("device47", 8), ("device48", 9), ("device49", 7), ("device50", 5),
                                          ("paper", 4)])
 def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, plan, limit):
     """--order-file: TASK/NAME of each run, one a line, in the plan's order even under --longest-first (the device
@@ -459,6 +459,17 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
                                                     for k in ("relu", "round2", "linear")),
                                                   f"dag_reachability/deltaformer-relu__{one}_s0",
                                                   f"dag_reachability/deltaformer-exp__{signed}_s0"]
+        assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
+                              "gdn__variant-update__lr-0.01__filler-random_s0"]
+    if plan == "device50":     # the shuffled order on GDN-conv's and Mamba2's Update runs, GDN-conv's seeds, then
+        # device49's rest
+        assert order.read_text().splitlines() == ["mqar/gdn-conv__variant-update__query_order-shuffled_s0",
+                                                  "mqar/mamba2__variant-update__lr-0.01__query_order-shuffled_s0",
+                                                  "mqar/gdn-conv__variant-update_s1",
+                                                  "mqar/gdn-conv__variant-update_s2",
+                                                  "dag_reachability/deltaformer-round2__edge_tokens-single__output-"
+                                                  "per_node__edge_embedding-factored__deltaformer_write-query__"
+                                                  "n_heads-2__deltaformer_beta-signed_s0"]
         assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
                               "gdn__variant-update__lr-0.01__filler-random_s0"]
     if plan == "device46":     # device45's runs, GDN's long Update run second (beside its resumed Block run)
