@@ -1028,6 +1028,37 @@ def test_a_cause_run_on_several_seeds_says_on_how_many_the_flip_holds(tmp_path, 
     assert "d_model-64 flips it (1 seed(s)): width 64" in r.detail, r.detail
 
 
+def test_an_ablation_that_ran_none_of_a_trends_models_does_not_decide_it(tmp_path, monkeypatch):
+    """An ablation reaches a trend only through runs the trend reads: the shuffled query order run on BL and GDN
+    (Block and Update) leaves GDN-conv's and Mamba2's Update reading to the default protocol's runs, so it stays a
+    candidate not yet decided there (before the guard it read the default's "not reproduced" as the ablation's).
+    Once GDN-conv runs under it the trend is reached, even though Mamba2 still comes from the default."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    monkeypatch.setitem(tasks.CAUSES, "mqar.block16_gdn_100_bl_75", [])
+    monkeypatch.setitem(tasks.CAUSES, "mqar.update16_gdn_conv_mamba2_60",
+                        [("query_order-shuffled", None, "shuffled", "variant:update", "variant:block")])
+    _mqar_b_c_defaults(tmp_path)
+    for m in ("bl", "gdn"):
+        _write(tmp_path, "mqar", m, 0, _blk(0.9), protocol={"variant": "block", "query_order": "shuffled"},
+               tag="variant-block__query_order-shuffled")
+        _write(tmp_path, "mqar", m, 0, _upd(0.95), protocol={"variant": "update", "query_order": "shuffled"},
+               tag="variant-update__query_order-shuffled")
+    r = _claim("task.mqar").run()
+    assert r.status == "disputed", [it["name"] for it in r.items if not it["passed"]]
+    assert "cause not isolated (candidates not yet decided: query_order-shuffled)" in r.detail, r.detail
+    assert not any("under query_order-shuffled" in it["name"] for it in r.items), r.items
+    # GDN-conv under it at 1.00: the reading is now decided by a run of the ablation (not reproduced), and the
+    # undocumented outcome fails the claim
+    _write(tmp_path, "mqar", "gdn-conv", 0, _upd(1.0), protocol={"variant": "update", "query_order": "shuffled"},
+           tag="variant-update__query_order-shuffled")
+    r = _claim("task.mqar").run()
+    assert r.status == "failed"
+    assert any("under query_order-shuffled" in it["name"] and "none yet: document it" in it["name"]
+               for it in r.items if not it["passed"])
+
+
 def test_a_flip_names_the_models_it_took_from_the_default_protocol(tmp_path, monkeypatch):
     """A cause's flip merges the ablation's runs with the default's for every model that did not run under it;
     the text names the models that ran under it and those the trend read from the default (GDN's part of the
