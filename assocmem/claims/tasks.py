@@ -382,12 +382,8 @@ CAUSES = {
     "dag.transformers_about_08": [
         ("root_position-last", True, "the root after the edges: the 4- and 8-layer Transformers end at 0.88 and "
                                      "0.90, inside the reading's 0.7-0.9 (the 8-layer one by 0.002)"),
-        # None since the sixteenth session (7 December): its one run (1 layer, inside the band) cannot decide the
-        # reading, which the deep Transformers miss; until then the check took their default runs for its outcome
-        ("edge_tokens-single__edge_embedding-factored", None, "one token per edge holding both endpoints "
-                                                              "(1 layer: 0.84, inside the band; the deep "
-                                                              "Transformers not run under it, so it does not decide "
-                                                              "the reading)"),
+        ("edge_tokens-single__edge_embedding-factored", False, "one token per edge holding both endpoints "
+                                                               "(1 layer: 0.84; the deep Transformers not run)"),
         ("edge_tokens-single__output-per_node__edge_embedding-factored", False,
          "the inputs and read-out under which round2 and linear DeltaFormers learn the task (with their write "
          "query): 0.76 / 0.94 / 0.995 / 1.000 per node for 1 / 2 / 4 / 8 layers (1 and 2 run on a CPU, 4 and 8 in "
@@ -655,14 +651,12 @@ def _causes(ev, trend_fn, key, text, default, by_tag, reproduced=None, per_seed_
             continue
         under = {k: o for k, _, o in trend_fn(rs)}
         outcome = under.get(key)
-        if outcome is not None and tag != "calibrated" and "ran" not in scope \
-                and {k: o for k, _, o in trend_fn(runs)}.get(key) is None \
-                and {k: o for k, _, o in trend_fn([r for r in rs if not any(r is x for x in runs)])}.get(key) == outcome:
-            # the tag reaches the trend only where its own runs hold one of the trend's readings: otherwise every
-            # model the trend reads comes from the default protocol, and the outcome is the default's, not the
-            # ablation's (the Block reading's query order ran on BL and GDN, not on the Update reading's GDN-conv
-            # and Mamba2)
-            ev.note(f"{key}: ablation {tag} ran none of the models this trend reads")
+        reads = TREND_MODELS.get(key)
+        if outcome is not None and reads is not None and not reads & {r["model"] for r in runs}:
+            # the tag reaches the trend only through a model the trend reads: otherwise every model it reads comes
+            # from the default protocol, and the outcome is the default's, not the ablation's (the Block reading's
+            # query order ran on BL and GDN, not on the Update reading's GDN-conv and Mamba2)
+            ev.note(f"{key}: ablation {tag} ran none of the models this trend reads ({', '.join(sorted(reads))})")
             outcome = None
         if outcome is None:                     # its runs do not reach this trend's readings (yet)
             if doc is None:
@@ -988,6 +982,22 @@ def dag_reachability(ev: Evidence) -> None:
         ev.computed["final_train_acc"][r["_tag"] or "default"][r["model"]] = (
             round(r["curve"][-1]["acc"], 4) if r.get("curve") else None)
     _judge(ev, dag_trends, res, per_seed_readings=True)     # the readings are on seed 0, as MQAR's
+
+
+# The models each trend reads (DAG and MQAR), so that an ablation which ran none of them does not decide it
+# (:func:`_causes`); a trend not listed is decided by any ablation whose runs give it an outcome.
+_DAG_TRS = frozenset(f"transformer-{L}" for L in (1, 2, 4, 8))
+_DAG_FAST = frozenset(f"deltaformer-{k}" for k in ("round2", "relu", "linear"))
+TREND_MODELS = {
+    "dag.transformers_about_08": _DAG_TRS,
+    "dag.deltaformer_fast": _DAG_FAST,
+    "dag.exp_softmax_lower": _DAG_FAST | {"deltaformer-exp", "deltaformer-softmax"},
+    "dag.deltaformer_above_transformers": _DAG_FAST | _DAG_TRS,
+    "mqar.update16_bl_88": frozenset({"bl"}),
+    "mqar.update16_gdn_conv_mamba2_60": frozenset({"gdn-conv", "mamba2"}),
+    "mqar.update16_gdn_98": frozenset({"gdn"}),
+    "mqar.block16_gdn_100_bl_75": frozenset({"gdn", "bl"}),
+}
 
 
 def dag_trends(res) -> list:

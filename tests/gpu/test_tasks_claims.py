@@ -3,6 +3,7 @@ the default protocol, the measured-cause tests of the ablations, and the protoco
 import json
 import re
 
+import numpy as np
 import pytest
 
 from assocmem import registry
@@ -1057,6 +1058,35 @@ def test_an_ablation_that_ran_none_of_a_trends_models_does_not_decide_it(tmp_pat
     assert r.status == "failed"
     assert any("under query_order-shuffled" in it["name"] and "none yet: document it" in it["name"]
                for it in r.items if not it["passed"])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_trend_models_name_exactly_the_models_each_trend_reads(seed):
+    """TREND_MODELS (the guard above) against the trend functions themselves: with every model present, leaving
+    out a listed model undecides its trend (each reading needs all of its models), leaving out any other model
+    changes nothing.  Accuracies are drawn at random so that the trends come out either way."""
+    from assocmem.claims import tasks
+    from assocmem.gpu.tasks.names import DAG_MODELS
+
+    rng = np.random.default_rng(seed)
+    mq = []
+    for m in ("bl", "gdn", "gdn-conv", "mamba2"):
+        for variant, x in (("update", "n_updates"), ("block", "n_pairs")):
+            a = float(rng.choice([0.6, 0.75, 0.88, 0.98, 1.0]))
+            mq.append({"model": m, "seed": 0, "protocol": {"variant": variant}, "eval": {"test": [
+                {x: 16, "n_pairs": 16, "block_size": 2 if variant == "block" else 1, "acc": a}]}})
+    dag = [{"model": m, "seed": 0, "curve": [{"step": s, "acc": float(rng.uniform(0.6, 1.0))}
+                                             for s in (1000, 2000, 5000)]} for m in DAG_MODELS]
+    for fn, runs in ((tasks.mqar_trends, mq), (tasks.dag_trends, dag)):
+        full = {k: o for k, _, o in fn(runs)}
+        assert all(o is not None for o in full.values()), full
+        for m in {r["model"] for r in runs}:
+            without = {k: o for k, _, o in fn([r for r in runs if r["model"] != m])}
+            for k, o in full.items():
+                if m in tasks.TREND_MODELS[k]:
+                    assert without[k] is None or without[k] is False and o is False, (k, m)
+                else:
+                    assert without[k] == o, (k, m)
 
 
 def test_a_flip_names_the_models_it_took_from_the_default_protocol(tmp_path, monkeypatch):
