@@ -327,7 +327,8 @@ DAG_HEADS_SIGNED = [
 # ablation run on some arms of a trend only); "variant:V" in the scope counts only the tag's runs of
 # MQAR's experiment V (several: the runs of each, swapped in together, so that an ablation which flips
 # one reading and breaks another one the default reproduces is named as such; the first names the
-# trend's own experiment, and the ablation reaches the trend only with a run of it).  A model an option of the
+# trend's own experiment, and the ablation reaches the trend only with a run of it).  Where :data:`TREND_MODELS`
+# names the models a trend reads, the ablation reaches it only if one of them ran under it.  A model an option of the
 # tag does not apply to (the DeltaFormer's write query for a Transformer) is taken from its runs under the
 # tag's other options where they exist (:func:`_companions`), not from the default protocol.  An ablation
 # whose outcome differs from the default's isolates a cause; the check
