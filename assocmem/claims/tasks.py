@@ -1017,8 +1017,7 @@ def dag_trends(res) -> list:
     curves = {r["model"]: r["curve"] for r in res if r["seed"] == 0 and r.get("curve")}
     final = {m: c[-1]["acc"] for m, c in curves.items()}
     by2000 = {m: max((x["acc"] for x in c if x["step"] <= 2000), default=0.0) for m, c in curves.items()}
-    trs = [f"transformer-{L}" for L in (1, 2, 4, 8)]
-    fast = [f"deltaformer-{k}" for k in ("round2", "relu", "linear")]
+    trs, fast = sorted(_DAG_TRS), sorted(_DAG_FAST)
     slow = ["deltaformer-exp", "deltaformer-softmax"]
     have = lambda ms: all(m in final for m in ms)      # noqa: E731
 

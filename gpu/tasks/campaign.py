@@ -999,7 +999,11 @@ def device50():
       seed 0: either the order also moves them toward 0.60 (one cause for both disputed readings) or it is read
       as not that reading's cause;
     - GDN-conv's Update run in the default protocol on seeds 1 and 2 (it has run seed 0 alone: 1.000);
-    - then :func:`device49`'s rest, in its order."""
+    - then :func:`device49`'s rest, in its order.
+
+    The sixteenth session's two calls (an H200) finished the two shuffled runs (GDN-conv 1.000, Mamba2 0.815 at 16
+    updates); a call now starts at GDN-conv's seed 1 (its partial reached step 5,000; the checkpoint stayed on that
+    machine, so it restarts)."""
     jobs = grid("mqar", ["gdn-conv"], [0], {"variant": "update", "query_order": "shuffled"})
     jobs += grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 1e-2, "query_order": "shuffled"})
     jobs += grid("mqar", ["gdn-conv"], [1, 2], {"variant": "update"})
