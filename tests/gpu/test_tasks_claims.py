@@ -1063,8 +1063,9 @@ def test_an_ablation_that_ran_none_of_a_trends_models_does_not_decide_it(tmp_pat
 @pytest.mark.parametrize("seed", [0, 1])
 def test_trend_models_name_exactly_the_models_each_trend_reads(seed):
     """TREND_MODELS (the guard above) against the trend functions themselves: with every model present, leaving
-    out a listed model undecides its trend (each reading needs all of its models), leaving out any other model
-    changes nothing.  Accuracies are drawn at random so that the trends come out either way."""
+    out a listed model undecides its trend (each reading needs all of its models) or leaves it false where another
+    listed model already breaks it; leaving out any other model changes nothing.  Accuracies are drawn at random
+    so that the trends come out either way."""
     from assocmem.claims import tasks
     from assocmem.gpu.tasks.names import DAG_MODELS
 
