@@ -1002,8 +1002,9 @@ def device50():
     - then :func:`device49`'s rest, in its order.
 
     The sixteenth session's two calls (an H200) finished the two shuffled runs (GDN-conv 1.000, Mamba2 0.815 at 16
-    updates); a call now starts at GDN-conv's seed 1 (its partial reached step 5,000; the checkpoint stayed on that
-    machine, so it restarts)."""
+    updates).  The seventeenth session's three calls (an H100) finished GDN-conv's seeds 1 and 2 (1.000 and 0.995
+    at 16 updates); GDN at width 256 and Mamba2 at 1e-2 on Base stopped at steps 8,500 and 8,000, so a call now
+    starts there (Mamba2 from its carried checkpoint, GDN from the start) and then runs the rest of device49."""
     jobs = grid("mqar", ["gdn-conv"], [0], {"variant": "update", "query_order": "shuffled"})
     jobs += grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 1e-2, "query_order": "shuffled"})
     jobs += grid("mqar", ["gdn-conv"], [1, 2], {"variant": "update"})
