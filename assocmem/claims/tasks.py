@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from assocmem.gpu.tasks.names import CURRICULUM_MODELS, MIXERS
 from assocmem.provenance import source_root
 from assocmem.registry import Evidence
 
@@ -664,10 +665,11 @@ def _causes(ev, trend_fn, key, text, default, by_tag, reproduced=None, per_seed_
         under = {k: o for k, _, o in trend_fn(rs)}
         outcome = under.get(key)
         reads = TREND_MODELS.get(key)
-        if outcome is not None and reads is not None and not reads & {r["model"] for r in runs}:
+        if outcome is not None and reads is not None and tag != "calibrated" and not reads & {r["model"] for r in runs}:
             # the tag reaches the trend only through a model the trend reads: otherwise every model it reads comes
             # from the default protocol, and the outcome is the default's, not the ablation's (the Block reading's
-            # query order ran on BL and GDN, not on the Update reading's GDN-conv and Mamba2)
+            # query order ran on BL and GDN, not on the Update reading's GDN-conv and Mamba2).  "calibrated" has no
+            # runs of its own: it re-reads every default run
             ev.note(f"{key}: ablation {tag} ran none of the models this trend reads ({', '.join(sorted(reads))})")
             outcome = None
         if outcome is None:                     # its runs do not reach this trend's readings (yet)
@@ -748,18 +750,22 @@ def collision_recall(ev: Evidence) -> None:
     _judge(ev, collision_trends, res)
 
 
+_COLL_DR = frozenset({"delta", "reset"})         # the two rules of the ≈ 0.75 / negative-margin readings
+_COLL_LA = frozenset({"linear", "gla"})           # the two that collapse
+
+
 def collision_trends(res) -> list:
     """The published trends of BL Fig. 3(c, d) on a set of results: ``(key, text, outcome or None)``."""
     acc = _seed_stats(res, "writes", "n_f", 256, "acc_target")
     mar = _seed_stats(res, "overlap", "rho", 0.95, "margin_target")
     a = {m: v[0] for m, v in acc.items()}
-    dr = [m for m in ("delta", "reset") if m in a]
+    dr = sorted(m for m in _COLL_DR if m in a)
     have = lambda *ms: all(m in a for m in ms)      # noqa: E731
     high = {rho: {m: v[0] for m, v in _seed_stats(res, "overlap", "rho", rho, "margin_target").items()}
             for rho in (0.85, 0.90, 0.95)}
     return [
         ("collision.la_gla_collapse", "linear attention and GLA collapse at n_f = 256 (target accuracy < 0.2)",
-         all(a[m] < 0.2 for m in ("linear", "gla")) if have("linear", "gla") else None),
+         all(a[m] < 0.2 for m in _COLL_LA) if have(*_COLL_LA) else None),
         ("collision.bl_near_perfect_256", "BL near-perfect at n_f = 256 (target accuracy ≥ 0.9)",
          a["bl"] >= 0.9 if have("bl") else None),
         ("collision.delta_reset_about_075_256", "Delta/reset ≈ 0.75 at n_f = 256 (within 0.6-0.9)",
@@ -880,6 +886,10 @@ def swap_tracking(ev: Evidence) -> None:
     _judge(ev, swap_trends, all_res)
 
 
+_SWAP_FAST = frozenset({"deltaformer-round2", "deltaformer-linear"})
+_SWAP_SLOW = frozenset({"deltaformer-relu", "deltaformer-exp", "deltaformer-softmax"})
+
+
 def swap_trends(res) -> list:
     """The published trends of AM Figs. 3-6 on a set of (seed-0) results.
 
@@ -887,14 +897,11 @@ def swap_trends(res) -> list:
     the trends read the last logged point of each training curve; a run recorded as
     diverged counts with its last logged accuracy (it did not learn).
     """
-    from assocmem.gpu.tasks.names import CURRICULUM_MODELS
-
     curves = {r["model"]: r["curve"] for r in res if r["seed"] == 0 and r.get("curve")}
     plain = {m: c for m, c in curves.items() if not m.startswith("stress-") and m not in CURRICULUM_MODELS}
     final = {m: c[-1]["acc"] for m, c in plain.items()}
     first95 = {m: next((x["step"] for x in c if x["acc"] >= 0.95), None) for m, c in plain.items()}
-    fast, slow_k = ("deltaformer-round2", "deltaformer-linear"), ("deltaformer-relu", "deltaformer-exp",
-                                                                  "deltaformer-softmax")
+    fast, slow_k = sorted(_SWAP_FAST), sorted(_SWAP_SLOW)
     trs = [m for m in final if m.startswith("transformer-")]
     trends = [
         ("swap.round_linear_fast", "DeltaFormer with round or linear κ1 reaches 0.95 within 500 steps",
@@ -996,15 +1003,41 @@ def dag_reachability(ev: Evidence) -> None:
     _judge(ev, dag_trends, res, per_seed_readings=True)     # the readings are on seed 0, as MQAR's
 
 
-# The models each trend reads (DAG and MQAR), so that an ablation which ran none of them does not decide it
-# (:func:`_causes`); a trend not listed is decided by any ablation whose runs give it an outcome.
-_DAG_TRS = frozenset(f"transformer-{L}" for L in (1, 2, 4, 8))
+# The models each trend reads, so that an ablation which ran none of them does not decide it (:func:`_causes`):
+# a model is read when its results can change the trend's outcome, and no other model's can (tested against the
+# trend functions).  The random-key readings compare every model present, so they read all of them.
+_TRANSFORMERS = frozenset(f"transformer-{L}" for L in (1, 2, 4, 8))
 _DAG_FAST = frozenset(f"deltaformer-{k}" for k in ("round2", "relu", "linear"))
+
+
+def _swap_arms(arm, pos):
+    return frozenset(m for m in CURRICULUM_MODELS if m.startswith(arm + "-") and m.endswith("-" + pos))
+
+
 TREND_MODELS = {
-    "dag.transformers_about_08": _DAG_TRS,
+    "collision.la_gla_collapse": _COLL_LA,
+    "collision.bl_near_perfect_256": frozenset({"bl"}),
+    "collision.delta_reset_about_075_256": _COLL_DR,
+    "collision.bl_above_delta_reset_256": _COLL_DR | {"bl"},
+    "collision.bl_positive_margin_095": frozenset({"bl"}),
+    "collision.delta_reset_negative_margin_095": _COLL_DR,
+    "collision.bl_margin_best_high_overlap": _COLL_DR | {"bl"},
+    "random_keys.degrade_beyond_training": frozenset(MIXERS),
+    "random_keys.bl_lowest_ce_high_density": frozenset(MIXERS),
+    "random_keys.bl_accuracy_near_best_high_density": frozenset(MIXERS),
+    "swap.round_linear_fast": _SWAP_FAST,
+    "swap.other_kappas_not_fast": _SWAP_SLOW,
+    "swap.transformers_stay_low": _TRANSFORMERS,
+    "swap.one_layer_transformer_low": frozenset({"transformer-1"}),
+    "swap.stress_round_high_512": frozenset({"stress-round2-512"}),
+    "swap.stress_linear_low_512": frozenset({"stress-linear-512"}),
+    "swap.curriculum_nope_reaches_256": _swap_arms("curriculum", "nope"),
+    "swap.direct_nope_near_chance": _swap_arms("direct", "nope"),
+    "swap.direct_rope_rises": _swap_arms("direct", "rope"),
+    "dag.transformers_about_08": _TRANSFORMERS,
     "dag.deltaformer_fast": _DAG_FAST,
     "dag.exp_softmax_lower": _DAG_FAST | {"deltaformer-exp", "deltaformer-softmax"},
-    "dag.deltaformer_above_transformers": _DAG_FAST | _DAG_TRS,
+    "dag.deltaformer_above_transformers": _DAG_FAST | _TRANSFORMERS,
     "mqar.update16_bl_88": frozenset({"bl"}),
     "mqar.update16_gdn_conv_mamba2_60": frozenset({"gdn-conv", "mamba2"}),
     "mqar.update16_gdn_98": frozenset({"gdn"}),
@@ -1022,7 +1055,7 @@ def dag_trends(res) -> list:
     curves = {r["model"]: r["curve"] for r in res if r["seed"] == 0 and r.get("curve")}
     final = {m: c[-1]["acc"] for m, c in curves.items()}
     by2000 = {m: max((x["acc"] for x in c if x["step"] <= 2000), default=0.0) for m, c in curves.items()}
-    trs, fast = sorted(_DAG_TRS), sorted(_DAG_FAST)
+    trs, fast = sorted(_TRANSFORMERS), sorted(_DAG_FAST)
     slow = ["deltaformer-exp", "deltaformer-softmax"]
     have = lambda ms: all(m in final for m in ms)      # noqa: E731
 

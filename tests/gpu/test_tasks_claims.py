@@ -1090,6 +1090,93 @@ def test_trend_models_name_exactly_the_models_each_trend_reads(seed):
                     assert without[k] == o, (k, m)
 
 
+def test_the_calibrated_reading_is_not_taken_for_an_ablation_without_runs(tmp_path, monkeypatch):
+    """``calibrated`` re-reads every default run (the temperature-fitted cross-entropy) and has no runs of its own;
+    the TREND_MODELS guard must not take it for an ablation that ran none of the models: here calibration makes BL
+    the lowest, and the cause's text says so."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    monkeypatch.setitem(tasks.CAUSES, "random_keys.bl_lowest_ce_high_density",
+                        [("calibrated", True, "a fitted temperature")])
+    for m, ce, cal in (("bl", 1.2, 0.5), ("delta", 1.0, 0.9), ("reset", 1.1, 1.0)):
+        for s in (0, 1, 2):
+            _write(tmp_path, "random_keys", m, s, {"crowding": [
+                {"n_over_D": x, "acc": 1.0 - 0.05 * x - (0.0 if m == "bl" else 0.01), "ce": ce + 0.1 * x,
+                 "ce_cal": cal + 0.1 * x} for x in tasks.DENSITIES]}, protocol={})
+    r = _claim("task.random_keys").run()
+    assert "calibrated flips it (3 seed(s)): a fitted temperature" in r.detail, r.detail
+    assert not any("ran none of the models" in n for n in r.notes), r.notes
+
+
+def _trend_runs(task, model, rng):
+    """One model's runs in the format its task's trend function reads, drawn so that each reading comes out
+    either way (values on both sides of its thresholds)."""
+    from assocmem.claims import tasks
+
+    if task == "collision_recall":
+        return [{"model": model, "seed": 0, "eval": {
+            "writes": [{"n_f": 256, "acc_target": float(rng.choice([0.1, 0.5, 0.75, 0.95]))}],
+            "overlap": [{"rho": rho, "margin_target": float(rng.uniform(-1, 1))} for rho in (0.85, 0.9, 0.95)]}}]
+    if task == "random_keys":
+        acc = np.sort(rng.uniform(0, 1, len(tasks.DENSITIES)))[::-1] if rng.random() < 0.7 else \
+            rng.uniform(0, 1, len(tasks.DENSITIES))
+        level = float(rng.choice([0.3, 0.5, 1.0]))
+        return [{"model": model, "seed": 0, "eval": {"crowding": [
+            {"n_over_D": x, "acc": float(a), "ce": level + 0.01 * x} for x, a in zip(tasks.DENSITIES, acc)]}}]
+    if task == "swap_tracking":
+        if model.startswith(("curriculum-", "direct-")):
+            curve = [{"step": 5000, "acc": float(rng.choice([0.2, 0.4, 0.6, 0.96])),
+                      "length": int(rng.choice([128, 256]))}]
+        else:
+            curve = [{"step": s, "acc": float(rng.choice([0.2, 0.45, 0.6, 0.96]))} for s in (250, 500, 2000)]
+        return [{"model": model, "seed": 0, "curve": curve}]
+    if task == "mqar":
+        return [{"model": model, "seed": 0, "protocol": {"variant": variant}, "eval": {"test": [
+            {x: 16, "n_pairs": 16, "block_size": 2 if variant == "block" else 1,
+             "acc": float(rng.choice([0.6, 0.75, 0.88, 0.98, 1.0]))}]}}
+            for variant, x in (("update", "n_updates"), ("block", "n_pairs"))]
+    lo = 0.6 if model.startswith("transformer-") else 0.85      # so that "above every Transformer" turns often
+    return [{"model": model, "seed": 0, "curve": [{"step": s, "acc": float(rng.uniform(lo, lo + 0.35))}
+                                                  for s in (1000, 2000, 5000)]}]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("task", ["collision_recall", "random_keys", "swap_tracking", "mqar", "dag_reachability"])
+def test_trend_models_list_every_model_a_trend_reads_and_no_other(task, seed):
+    """TREND_MODELS against each task's trend function: a model whose runs can change a reading's outcome
+    (redrawn, or left out) is exactly a model listed for it, and a reading with all its listed models left out is
+    undecided.  An unlisted model that mattered would let an ablation run on it alone decide the reading from
+    the default's runs (the guard's reason); a listed one that never matters would let it through.  Backgrounds
+    are drawn per model, or one draw shared by every model (ties: where min / max / all readings turn)."""
+    from assocmem.claims import tasks
+    from assocmem.gpu.tasks.names import MODELS_BY_TASK
+
+    fn = {"collision_recall": tasks.collision_trends, "random_keys": tasks.random_keys_trends,
+          "swap_tracking": tasks.swap_trends, "mqar": tasks.mqar_trends, "dag_reachability": tasks.dag_trends}[task]
+    universe = list(MODELS_BY_TASK[task])
+    rng = np.random.default_rng(seed)
+    out = lambda runs: {k: o for k, _, o in fn(runs)}       # noqa: E731
+    keys = list(out([r for m in universe for r in _trend_runs(task, m, rng)]))
+    assert keys and all(k in tasks.TREND_MODELS for k in keys), [k for k in keys if k not in tasks.TREND_MODELS]
+    moved = {k: set() for k in keys}
+    for trial in range(120):
+        if trial % 2:
+            bg = {m: _trend_runs(task, m, rng) for m in universe}
+        else:
+            shared = _trend_runs(task, "shared", rng)
+            bg = {m: [{**r, "model": m} for r in shared] for m in universe}
+        base = out([r for rs in bg.values() for r in rs])
+        for m in universe:
+            for alt in [_trend_runs(task, m, rng) for _ in range(3)] + [[]]:
+                got = out([r for x, rs in bg.items() for r in (alt if x == m else rs)])
+                moved.update({k: moved[k] | {m} for k in keys if got[k] != base[k]})
+    for k in keys:
+        assert moved[k] == set(tasks.TREND_MODELS[k]), (k, sorted(moved[k]), sorted(tasks.TREND_MODELS[k]))
+        left = [r for m in universe if m not in tasks.TREND_MODELS[k] for r in _trend_runs(task, m, rng)]
+        assert out(left)[k] is None, k
+
+
 def test_a_flip_names_the_models_it_took_from_the_default_protocol(tmp_path, monkeypatch):
     """A cause's flip merges the ablation's runs with the default's for every model that did not run under it;
     the text names the models that ran under it and those the trend read from the default (GDN's part of the
