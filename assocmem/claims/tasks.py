@@ -652,8 +652,8 @@ def _causes(ev, trend_fn, key, text, default, by_tag, reproduced=None, per_seed_
             runs = [r for r in runs if r.get("protocol", {}).get("variant", "base") in variants]
             if not any(r.get("protocol", {}).get("variant", "base") == variants[0] for r in runs):
                 runs = []
-        if tag == "calibrated":
-            rs = [_calibrated(r) for r in default]
+        if tag == "calibrated":                 # no runs of its own: every default run, re-read calibrated
+            rs = runs = [_calibrated(r) for r in default]
         elif runs:
             runs = runs + _companions(tag, by_tag)
             rs = runs if "ran" in scope else _with_ablation(default, runs)
@@ -665,11 +665,10 @@ def _causes(ev, trend_fn, key, text, default, by_tag, reproduced=None, per_seed_
         under = {k: o for k, _, o in trend_fn(rs)}
         outcome = under.get(key)
         reads = TREND_MODELS.get(key)
-        if outcome is not None and reads is not None and tag != "calibrated" and not reads & {r["model"] for r in runs}:
+        if outcome is not None and reads is not None and not reads & {r["model"] for r in runs}:
             # the tag reaches the trend only through a model the trend reads: otherwise every model it reads comes
             # from the default protocol, and the outcome is the default's, not the ablation's (the Block reading's
-            # query order ran on BL and GDN, not on the Update reading's GDN-conv and Mamba2).  "calibrated" has no
-            # runs of its own: it re-reads every default run
+            # query order ran on BL and GDN, not on the Update reading's GDN-conv and Mamba2)
             ev.note(f"{key}: ablation {tag} ran none of the models this trend reads ({', '.join(sorted(reads))})")
             outcome = None
         if outcome is None:                     # its runs do not reach this trend's readings (yet)
@@ -890,6 +889,11 @@ _SWAP_FAST = frozenset({"deltaformer-round2", "deltaformer-linear"})
 _SWAP_SLOW = frozenset({"deltaformer-relu", "deltaformer-exp", "deltaformer-softmax"})
 
 
+def _swap_arms(arm, pos):
+    """The length-curriculum models of one arm (``curriculum`` or ``direct``) and position encoding."""
+    return frozenset(m for m in CURRICULUM_MODELS if m.startswith(arm + "-") and m.endswith("-" + pos))
+
+
 def swap_trends(res) -> list:
     """The published trends of AM Figs. 3-6 on a set of (seed-0) results.
 
@@ -917,8 +921,8 @@ def swap_trends(res) -> list:
     cur = {m: (c[-1]["acc"], c[-1].get("length")) for m, c in curves.items()
            if m.startswith("curriculum-") or m.startswith("direct-")}
 
-    def arms(prefix, pos):
-        return {m: v for m, v in cur.items() if m.startswith(prefix + "-") and m.endswith("-" + pos)}
+    def arms(arm, pos):
+        return {m: cur[m] for m in _swap_arms(arm, pos) if m in cur}
 
     cn, dn, dr = arms("curriculum", "nope"), arms("direct", "nope"), arms("direct", "rope")
     return trends + [
@@ -1009,10 +1013,6 @@ def dag_reachability(ev: Evidence) -> None:
 # come from :data:`MQAR_PARTS` (below), which its trend function reads.
 _TRANSFORMERS = frozenset(f"transformer-{L}" for L in (1, 2, 4, 8))
 _DAG_FAST = frozenset(f"deltaformer-{k}" for k in ("round2", "relu", "linear"))
-
-
-def _swap_arms(arm, pos):
-    return frozenset(m for m in CURRICULUM_MODELS if m.startswith(arm + "-") and m.endswith("-" + pos))
 
 
 TREND_MODELS = {

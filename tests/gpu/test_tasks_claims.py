@@ -1067,17 +1067,11 @@ def test_trend_models_name_exactly_the_models_each_trend_reads(seed):
     listed model already breaks it; leaving out any other model changes nothing.  Accuracies are drawn at random
     so that the trends come out either way."""
     from assocmem.claims import tasks
-    from assocmem.gpu.tasks.names import DAG_MODELS
+    from assocmem.gpu.tasks.names import DAG_MODELS, MQAR_MODELS
 
     rng = np.random.default_rng(seed)
-    mq = []
-    for m in ("bl", "gdn", "gdn-conv", "mamba2"):
-        for variant, x in (("update", "n_updates"), ("block", "n_pairs")):
-            a = float(rng.choice([0.6, 0.75, 0.88, 0.98, 1.0]))
-            mq.append({"model": m, "seed": 0, "protocol": {"variant": variant}, "eval": {"test": [
-                {x: 16, "n_pairs": 16, "block_size": 2 if variant == "block" else 1, "acc": a}]}})
-    dag = [{"model": m, "seed": 0, "curve": [{"step": s, "acc": float(rng.uniform(0.6, 1.0))}
-                                             for s in (1000, 2000, 5000)]} for m in DAG_MODELS]
+    mq = [r for m in MQAR_MODELS for r in _trend_runs("mqar", m, rng)]
+    dag = [r for m in DAG_MODELS for r in _trend_runs("dag_reachability", m, rng)]
     for fn, runs in ((tasks.mqar_trends, mq), (tasks.dag_trends, dag)):
         full = {k: o for k, _, o in fn(runs)}
         assert all(o is not None for o in full.values()), full
