@@ -1516,11 +1516,12 @@ def _mqar_acc(res, variant, xkey, x) -> dict:
 
 
 def _mqar_base_runs(res, all_runs) -> dict:
-    """{model: {width: {"acc", "lr", "train_acc", "lrs_run"}}} of the seed-0 Base runs in ``res`` (the
-    claim's chosen runs: per tag, so per width, the rate of best validation accuracy) whose protocol is the
-    default one but for the width (Fig. 4a's x-axis) and the rate, widths ascending: the test accuracy at
-    length 512, 64 pairs, the rate, the final training accuracy (:func:`mqar.final_train_acc`) and every
-    rate of ``all_runs`` at that width."""
+    """{model: {width: {"acc", "lr", "train_acc", "lrs_run", "stopped"}}} of the seed-0 Base runs in ``res``
+    (the claim's chosen runs: per tag, so per width, the rate of best validation accuracy) whose protocol is
+    the default one but for the width (Fig. 4a's x-axis) and the rate, widths ascending: the test accuracy at
+    length 512, 64 pairs, the rate, the final training accuracy (:func:`mqar.final_train_acc`), every rate of
+    ``all_runs`` at that width, and the runs of that width stopped by a device call's limit
+    (:func:`_mqar_base_stopped`: not results, but they say which other rates were tried and how far)."""
     from assocmem.gpu.tasks import mqar as Mq
     from assocmem.gpu.tasks.train import PROTOCOL, protocol_tag, resolve_protocol
 
@@ -1535,6 +1536,7 @@ def _mqar_base_runs(res, all_runs) -> dict:
             return None
         return int(full["d_model"])
 
+    stopped = _mqar_base_stopped(width_of)
     rates = {}
     for r in all_runs:
         if width_of(r) is not None:
@@ -1549,8 +1551,38 @@ def _mqar_base_runs(res, all_runs) -> dict:
         out.setdefault(r["model"], {})[w] = {"acc": test[0]["acc"],
                                              "lr": float(r["protocol"].get("lr", PROTOCOL["mqar"]["lr"][0])),
                                              "train_acc": Mq.final_train_acc(r.get("curve")),
-                                             "lrs_run": sorted(rates[(r["model"], w)])}
+                                             "lrs_run": sorted(rates[(r["model"], w)]),
+                                             "stopped": stopped.get((r["model"], w), [])}
     return out
+
+
+def _mqar_base_stopped(width_of) -> dict:
+    """{(model, width): [{"lr", "step", "steps", "train_acc"}, ...]} of the partial Base runs
+    (``results/mqar/*.partial.json``) that ``width_of`` accepts (seed 0, the default protocol but for width
+    and rate), rates ascending: the last logged step of the run's ``steps`` (its schedule,
+    :func:`train.default_steps`) and the training accuracy there (:func:`mqar.final_train_acc`).  A partial
+    written before 6 December carries no protocol block; its options are read from its name."""
+    from assocmem.gpu.tasks import mqar as Mq
+    from assocmem.gpu.tasks.train import PROTOCOL, default_steps, resolve_protocol
+
+    d = RESULTS / "mqar" if RESULTS is not None else None
+    if d is None or not d.is_dir():
+        return {}
+    out = {}
+    for path in sorted(d.glob("*.partial.json")):
+        spec, _, seed = path.name.removesuffix(".partial.json").rpartition("_s")
+        model, *opts = spec.split("__")
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        if not seed.isdigit() or not rec.get("curve"):
+            continue
+        pr = rec.get("protocol") or resolve_protocol("mqar", dict(o.split("-", 1) for o in opts if "-" in o), model)
+        w = width_of({"seed": int(seed), "protocol": pr})
+        if w is None:
+            continue
+        out.setdefault((model, w), []).append({
+            "lr": float(pr.get("lr", PROTOCOL["mqar"]["lr"][0])), "step": rec["curve"][-1]["step"],
+            "steps": default_steps("mqar", model, pr), "train_acc": Mq.final_train_acc(rec["curve"])})
+    return {k: sorted(v, key=lambda x: x["lr"]) for k, v in out.items()}
 
 
 def _mqar_base_text(m: str, ws: dict) -> str:
@@ -1561,8 +1593,11 @@ def _mqar_base_text(m: str, ws: dict) -> str:
     for w, row in ws.items():
         text = f"width {w} {row['acc']:.2f}"
         if row["train_acc"] is not None and row["train_acc"] < 1 / 64:
+            stopped = "".join(f"; lr {x['lr']:g} stopped by a call's limit at step {x['step']:,} of {x['steps']:,}, "
+                              f"training accuracy {x['train_acc']:.3f}" for x in row.get("stopped", []))
             text += (f" (did not learn at lr {row['lr']:g}: training accuracy {row['train_acc']:.3f} < 1/P "
-                     f"{1 / 64:.3f}; rates run at this width: {', '.join(f'{x:g}' for x in row['lrs_run'])})")
+                     f"{1 / 64:.3f}; rates run at this width: {', '.join(f'{x:g}' for x in row['lrs_run'])}"
+                     f"{stopped})")
         parts.append(text)
     return f"{m} " + ", ".join(parts)
 

@@ -904,6 +904,49 @@ def test_mqar_base_width_keeps_the_rate_of_best_validation_and_flags_a_run_that_
     assert f"gdn width {width} 0.83 (did not learn" not in r.detail
 
 
+@pytest.mark.parametrize("width", [64, 128, 256])
+def test_mqar_base_row_that_did_not_learn_names_the_runs_of_its_width_stopped_by_a_call(tmp_path, monkeypatch, width):
+    """A Base width whose run did not learn lists the partial runs of that width (other rates, stopped by a
+    device call's limit): rate, last step of the schedule's 15,625 (the issue's 40 epochs of 100,000 sequences
+    in batches of 256) and training accuracy, rates ascending, whether the partial carries its protocol block or
+    only its name (those before 6 December); partials of another seed, variant or width are not listed, and
+    a width that learned lists none."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    row = [{"config": "T512_P64", "seq_len": 512, "n_pairs": 64, "n_updates": 0, "block_size": 1, "acc": 0.0001}]
+    wtag = "" if width == 128 else f"d_model-{width}__"
+    wpr = {} if width == 128 else {"d_model": width}
+    _write(tmp_path, "mqar", "bl", 0, {"test": row, "val": row}, protocol={"variant": "base", "lr": 0.003, **wpr},
+           tag=wtag + "lr-0.003", curve=[{"step": 25 * i, "loss": 8.0, "acc": 0.013} for i in range(1, 10)])
+    good = [{**x, "acc": 0.9} for x in row]
+    _write(tmp_path, "mqar", "gdn", 0, {"test": good, "val": good}, protocol={"variant": "base", "lr": 0.003, **wpr},
+           tag=wtag + "lr-0.003", curve=[{"step": 25 * i, "loss": 1.0, "acc": 0.97} for i in range(1, 10)])
+
+    def partial(name, last_step, acc, protocol=None):
+        rec = {"task": "mqar", "status": "stopped at the campaign's time limit", "step": last_step,
+               "curve": [{"step": last_step - 25 * i, "loss": 8.0, "acc": acc} for i in range(7, -1, -1)]}
+        if protocol is not None:
+            rec["protocol"] = protocol
+        (tmp_path / "mqar" / f"{name}.partial.json").write_text(json.dumps(rec))
+
+    partial(f"bl__{wtag}lr-0.01_s0", 5000, 0.004)                       # no protocol block: read from the name
+    partial("bl" + (f"__{wtag.rstrip('_')}" if wtag else "") + "_s0", 14000, 0.006,
+            protocol={"variant": "base", "lr": 0.001, **wpr})           # the default rate, with its protocol
+    partial(f"bl__{wtag}lr-0.0003_s1", 9000, 0.002)                     # another seed
+    partial(f"bl__variant-update__{wtag}lr-0.0003_s0", 9000, 0.002)    # another variant
+    other = 256 if width != 256 else 64
+    partial(f"bl__d_model-{other}__lr-0.0003_s0", 9000, 0.002)          # another width
+    partial(f"gdn__{wtag}lr-0.01_s0", 5000, 0.5)                        # a width that learned
+    r = _claim("task.mqar").run()
+    want = (f"bl width {width} 0.00 (did not learn at lr 0.003: training accuracy 0.013 < 1/P 0.016; rates run at "
+            f"this width: 0.003; lr 0.001 stopped by a call's limit at step 14,000 of 15,625, training accuracy "
+            f"0.006; lr 0.01 stopped by a call's limit at step 5,000 of 15,625, training accuracy 0.004)")
+    assert want in r.detail, r.detail
+    assert "0.0003 stopped" not in r.detail and "0.002)" not in r.detail
+    assert f"gdn width {width} 0.90" in r.detail and f"gdn width {width} 0.90 (" not in r.detail
+
+
 @pytest.mark.parametrize("frac,top", [(None, 16), (0.5, 8), (0.25, 4)])
 def test_mqar_memorisation_of_an_update_run_reads_the_update_counts_it_trained_on(frac, top):
     """The pool-against-test gap of an Update run compares with the test configurations its mixture reached:
