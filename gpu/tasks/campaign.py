@@ -1004,12 +1004,33 @@ def device50():
     The sixteenth session's two calls (an H200) finished the two shuffled runs (GDN-conv 1.000, Mamba2 0.815 at 16
     updates).  The seventeenth session's three calls (an H100) finished GDN-conv's seeds 1 and 2 (1.000 and 0.995
     at 16 updates); GDN at width 256 and Mamba2 at 1e-2 on Base stopped at steps 8,500 and 8,000, so a call now
-    starts there (Mamba2 from its carried checkpoint, GDN from the start) and then runs the rest of device49."""
+    starts there (Mamba2 from its carried checkpoint, GDN from the start) and then runs the rest of device49.
+    The eighteenth session's three calls (an H100) finished Mamba2's (test 0.000: it did not learn) and took GDN
+    to step 14,000 and GDN-conv's Block run to step 12,000; :func:`device51` follows."""
     jobs = grid("mqar", ["gdn-conv"], [0], {"variant": "update", "query_order": "shuffled"})
     jobs += grid("mqar", ["mamba2"], [0], {"variant": "update", "lr": 1e-2, "query_order": "shuffled"})
     jobs += grid("mqar", ["gdn-conv"], [1, 2], {"variant": "update"})
     names = {job_name(j) for j in jobs}
     return jobs + [j for j in device49() if job_name(j) not in names]
+
+
+def device51():
+    """The next plan after :func:`device50` (7 December, eighteenth session, whose three calls on an H100 finished
+    Mamba2's Base run at lr 1e-2: test 0.000, training accuracy 0.005, below 1/P: it did not learn).  Two at a
+    time:
+
+    - GDN-conv's Block run, seed 0, from its carried checkpoint (step 12,000 of 18,750, training accuracy 1.00);
+    - Mamba2 on Base at lr 3e-3, seed 0: the grid's next rate for the one model whose only Base run did not
+      learn (on Update it learned at 1e-2, not at 1e-3; the fresh-data probes bind at 3e-3 with 8,000 steps);
+    - then :func:`device50`'s rest, in its order, without GDN's width-256 Base run at the default rate: it
+      stopped at step 14,000 of 15,625 with training accuracy 0.006 (below 1/P, the cosine near its end), and
+      its checkpoint (4.87 M parameters with two AdamW moments, 58 MB) is more than a call returns beside the
+      results or carries beside the tree, so it can only finish within one session's calls from step 0 (about
+      1,450 s of a pair's time): the report lists it as stopped (:func:`assocmem.claims.tasks._mqar_base_stopped`)."""
+    jobs = grid("mqar", ["gdn-conv"], [0], {"variant": "block"})
+    jobs += grid("mqar", ["mamba2"], [0], {"lr": 3e-3})
+    names = {job_name(j) for j in jobs} | {job_name(j) for j in grid("mqar", ["gdn"], [0], {"d_model": 256})}
+    return jobs + [j for j in device50() if job_name(j) not in names]
 
 
 def dag():
@@ -1036,7 +1057,7 @@ PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, 
          "device43": device43, "device44": device44, "device45": device45,
          "device46": device46, "device47": device47,
          "device48": device48, "device49": device49,
-         "device50": device50}
+         "device50": device50, "device51": device51}
 
 
 def cost(job) -> float:

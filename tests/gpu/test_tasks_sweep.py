@@ -335,6 +335,7 @@ def test_campaign_heavy_gpus_and_cli(monkeypatch, capsys):
                                          ("device40", 4), ("device41", 8), ("device42", 10),
                                          ("device43", 10), ("device44", 7), ("device45", 6), ("device46", 6),
                                          ("device47", 8), ("device48", 9), ("device49", 7), ("device50", 5),
+                                         ("device51", 3),
                                          ("paper", 4)])
 def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, plan, limit):
     """--order-file: TASK/NAME of each run, one a line, in the plan's order even under --longest-first (the device
@@ -470,6 +471,13 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
                                                   "dag_reachability/deltaformer-round2__edge_tokens-single__output-"
                                                   "per_node__edge_embedding-factored__deltaformer_write-query__"
                                                   "n_heads-2__deltaformer_beta-signed_s0"]
+        assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
+                              "gdn__variant-update__lr-0.01__filler-random_s0"]
+    if plan == "device51":     # GDN-conv's Block run from its checkpoint, Mamba2 on Base at 3e-3, then device50's
+        # rest without GDN's width-256 Base run (its checkpoint cannot be carried)
+        assert order.read_text().splitlines() == ["mqar/gdn-conv__variant-block_s0", "mqar/mamba2__lr-0.003_s0",
+                                                  "mqar/gdn-conv__variant-update__query_order-shuffled_s0"]
+        assert "gdn__d_model-256_s0" not in names and "gdn__d_model-256_s0" in [campaign.job_name(j) for j in campaign.device50()]
         assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
                               "gdn__variant-update__lr-0.01__filler-random_s0"]
     if plan == "device46":     # device45's runs, GDN's long Update run second (beside its resumed Block run)
