@@ -1024,8 +1024,9 @@ def device51():
       learn (on Update it learned at 1e-2, not at 1e-3; the fresh-data probes bind at 3e-3 with 8,000 steps);
     - then :func:`device50`'s rest, in its order, without GDN's width-256 Base run at the default rate: it
       stopped at step 14,000 of 15,625 with training accuracy 0.006 (below 1/P, the cosine near its end), and
-      its checkpoint (4.87 M parameters with two AdamW moments, 58 MB) is more than a call returns beside the
-      results or carries beside the tree, so it can only finish within one session's calls from step 0 (about
+      its checkpoint (4.87 M parameters with two AdamW moments, 58 MB before compression) is more than a call
+      returned beside the results and Triton's cache (three times this session) and more than a call carries
+      beside the tree and the wheels (about 37 MB), so it can only finish within one session's calls from step 0 (about
       1,450 s of a pair's time): the report lists it as stopped (:func:`assocmem.claims.tasks._mqar_base_stopped`)."""
     jobs = grid("mqar", ["gdn-conv"], [0], {"variant": "block"})
     jobs += grid("mqar", ["mamba2"], [0], {"lr": 3e-3})
