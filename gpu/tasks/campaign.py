@@ -1022,14 +1022,21 @@ def device51():
     - GDN-conv's Block run, seed 0, from its carried checkpoint (step 12,000 of 18,750, training accuracy 1.00);
     - Mamba2 on Base at lr 3e-3, seed 0: the grid's next rate for the one model whose only Base run did not
       learn (on Update it learned at 1e-2, not at 1e-3; the fresh-data probes bind at 3e-3 with 8,000 steps);
+    - the DAG task's default protocol on seeds 1 and 2 (the five DeltaFormers, then the four Transformers, seed 1
+      first): its four readings are decided on seed 0 alone ("1 seed(s) per trend"; the one reproduced, exp and
+      softmax a little below the fast arms, says "3 needed to confirm"), and a DeltaFormer run takes about 100 s
+      in a pair on the GPU against an hour on this machine's CPU;
     - then :func:`device50`'s rest, in its order, without GDN's width-256 Base run at the default rate: it
       stopped at step 14,000 of 15,625 with training accuracy 0.006 (below 1/P, the cosine near its end), and
       its checkpoint (4.87 M parameters with two AdamW moments, 58 MB before compression) is more than a call
       returned beside the results and Triton's cache (three times this session) and more than a call carries
       beside the tree and the wheels (about 37 MB), so it can only finish within one session's calls from step 0 (about
       1,450 s of a pair's time): the report lists it as stopped (:func:`assocmem.claims.tasks._mqar_base_stopped`)."""
+    from .names import DAG_MODELS
+
     jobs = grid("mqar", ["gdn-conv"], [0], {"variant": "block"})
     jobs += grid("mqar", ["mamba2"], [0], {"lr": 3e-3})
+    jobs += grid("dag_reachability", DAG_MODELS, [1]) + grid("dag_reachability", DAG_MODELS, [2])
     names = {job_name(j) for j in jobs} | {job_name(j) for j in grid("mqar", ["gdn"], [0], {"d_model": 256})}
     return jobs + [j for j in device50() if job_name(j) not in names]
 

@@ -476,7 +476,12 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
     if plan == "device51":     # GDN-conv's Block run from its checkpoint, Mamba2 on Base at 3e-3, then device50's
         # rest without GDN's width-256 Base run (its checkpoint cannot be carried)
         assert order.read_text().splitlines() == ["mqar/gdn-conv__variant-block_s0", "mqar/mamba2__lr-0.003_s0",
-                                                  "mqar/gdn-conv__variant-update__query_order-shuffled_s0"]
+                                                  "dag_reachability/deltaformer-linear_s1"]
+        dag = [n for n in names if not n.startswith(("bl", "gdn", "mamba2"))]
+        assert dag[:18] == [f"{m}_s{s}" for s in (1, 2) for m in ("deltaformer-linear", "deltaformer-round2",
+                                                                  "deltaformer-relu", "deltaformer-exp",
+                                                                  "deltaformer-softmax", "transformer-1",
+                                                                  "transformer-2", "transformer-4", "transformer-8")]
         assert "gdn__d_model-256_s0" not in names and "gdn__d_model-256_s0" in [campaign.job_name(j) for j in campaign.device50()]
         assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
                               "gdn__variant-update__lr-0.01__filler-random_s0"]
