@@ -1138,6 +1138,45 @@ def is_heavy(job) -> bool:
     return cost(job) > 1.0
 
 
+def plan_state(jobs, out) -> list[dict]:
+    """Where each run of ``jobs`` stands in the folder ``out`` (read only, nothing is run or written), in the
+    plan's order: ``{"run": TASK/NAME, "state": "done" | "partial" | "checkpoint" | "to run", "step", "steps",
+    "cost"}``.  ``partial``: a ``NAME.partial.json`` (a call's limit stopped it; ``step`` its last logged step of
+    ``steps``, the run's schedule); ``checkpoint``: a checkpoint without either JSON (a call that resumes the
+    run starts there); ``cost`` is :func:`cost`, the rough relative device time of the whole run."""
+    from .sweep import job_protocol
+    from .train import default_steps
+
+    rows = []
+    for job in jobs:
+        task, model = job[0], job[1]
+        d, name = Path(out) / task, job_name(job)
+        row = {"run": f"{task}/{name}", "state": "to run", "step": None, "steps": None, "cost": cost(job)}
+        if (d / f"{name}.json").exists():
+            row["state"] = "done"
+        elif (d / f"{name}.partial.json").exists():
+            rec = json.loads((d / f"{name}.partial.json").read_text(encoding="utf-8"))
+            row.update(state="partial", step=rec.get("step"),
+                       steps=default_steps(task, model, job_protocol(job) or None))
+        elif (d / f"{name}.ckpt.pt").exists():
+            row["state"] = "checkpoint"
+        rows.append(row)
+    return rows
+
+
+def print_plan_state(rows, plan: str, out) -> None:
+    """:func:`plan_state`'s rows as a table, then one line of counts and of the cost left."""
+    for r in rows:
+        where = (f"step {r['step']:,} of {r['steps']:,}" if r["state"] == "partial" and r["step"] is not None
+                 else "")
+        print(f"{r['state']:<10} {r['run']}  {where}".rstrip())
+    n = {k: sum(r["state"] == k for r in rows) for k in ("done", "partial", "checkpoint", "to run")}
+    left = sum(r["cost"] for r in rows if r["state"] != "done")
+    print(f"plan {plan} in {out}: {len(rows)} run(s): {n['done']} done, {n['partial']} stopped part-way, "
+          f"{n['checkpoint']} with a checkpoint only, {n['to run']} not started; {left:.1f} cost units left "
+          f"(a learned-collision run = 1)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m assocmem.gpu.tasks.campaign",
                                  description="A time-boxed sweep over a named plan, on the same Dask engine as "
@@ -1168,10 +1207,20 @@ def main(argv=None) -> int:
     ap.add_argument("--order-file", default=None, metavar="PATH",
                     help="write the runs' TASK/NAME in priority order to PATH, one a line (the device script keeps "
                          "the checkpoints of earlier runs first when not all come back)")
+    ap.add_argument("--list", action="store_true",
+                    help="print where each run of the plan stands in --out (done, stopped part-way at step N, "
+                         "not started) and the cost left, then exit: nothing is run or written")
     args = ap.parse_args(argv)
     t0 = time.time()
     if args.limit is not None and args.limit < 0:
         raise ValueError(f"--limit must be >= 0 (got {args.limit})")
+    if args.list:
+        if args.order_file:
+            raise ValueError("--order-file: --list writes nothing; give one or the other")
+        if not Path(args.out).is_dir():
+            raise ValueError(f"--out {args.out}: no such folder (the committed results are in results/)")
+        print_plan_state(plan_state(PLANS[args.plan]()[: args.limit], args.out), args.plan, args.out)
+        return 0
     if args.budget_s <= 0 or args.reserve_s < 0:
         raise ValueError(f"--budget-s must be > 0 and --reserve-s >= 0 (got {args.budget_s:g}, {args.reserve_s:g})")
     if args.reserve_s >= args.budget_s:

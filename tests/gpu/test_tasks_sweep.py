@@ -553,3 +553,46 @@ def test_cost_ranks_the_new_task_families_by_their_measured_times():
     dag = [c(("dag_reachability", m, 0)) for m in ("transformer-1", "transformer-2", "transformer-4", "transformer-8")]
     assert dag == sorted(dag) and dag[0] > 1.0
     assert c(("dag_reachability", "deltaformer-round2", 0)) > c(("collision_recall", "bl", 0))
+
+
+def _tree(d):
+    return sorted((str(p.relative_to(d)), p.stat().st_size, p.stat().st_mtime_ns) for p in d.rglob("*"))
+
+
+def test_campaign_list_says_where_each_run_of_a_plan_stands_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """--list: one line per run in the plan's order (done / partial with its step of the schedule / checkpoint /
+    to run) and a line of counts; it runs nothing and leaves --out as it was."""
+    monkeypatch.setattr(campaign, "run_jobs", lambda *a, **k: pytest.fail("--list must not run anything"))
+    d = tmp_path / "dag_reachability"
+    d.mkdir()
+    (d / "deltaformer-linear_s0.json").write_text("{}")
+    (d / "deltaformer-round2_s0.partial.json").write_text(json.dumps({"step": 1250, "curve": []}))
+    (d / "deltaformer-relu_s0.ckpt.pt").write_bytes(b"x")
+    (d / "transformer-8_s1.json").write_text("{}")                   # not a run of the plan: not listed
+    before = _tree(tmp_path)
+    assert campaign.main(["--plan", "dag", "--out", str(tmp_path), "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert tmp_path.joinpath("runs").exists() is False and _tree(tmp_path) == before
+    models = ["deltaformer-linear", "deltaformer-round2", "deltaformer-relu", "deltaformer-exp",
+              "deltaformer-softmax", "transformer-1", "transformer-2", "transformer-4", "transformer-8"]
+    runs = [f"dag_reachability/{m}_s0" for m in models] + \
+           [f"dag_reachability/{m}__root_position-last_s0" for m in models]
+    assert [ln.split()[-1] if "step" not in ln else ln.split()[1] for ln in lines[:-1]] == runs
+    assert lines[0] == "done       dag_reachability/deltaformer-linear_s0"
+    # the DAG schedule is 5,000 steps (AM Fig. 7's x-axis)
+    assert lines[1] == "partial    dag_reachability/deltaformer-round2_s0  step 1,250 of 5,000"
+    assert lines[2] == "checkpoint dag_reachability/deltaformer-relu_s0"
+    assert all(ln.startswith("to run     ") for ln in lines[3:-1])
+    assert lines[-1].startswith(f"plan dag in {tmp_path}: 18 run(s): 1 done, 1 stopped part-way, 1 with a "
+                                "checkpoint only, 15 not started; ")
+
+
+@pytest.mark.parametrize("argv, flag", [(["--list", "--out", "{tmp}/nowhere"], "--out"),
+                                        (["--list", "--out", "{tmp}", "--order-file", "{tmp}/o.txt"], "--order-file")])
+def test_campaign_list_refuses_bad_input_in_one_line_naming_the_flag(tmp_path, capsys, monkeypatch, argv, flag):
+    monkeypatch.setattr("sys.argv", ["campaign", "--plan", "dag"] + [a.format(tmp=tmp_path) for a in argv])
+    before = _tree(tmp_path)
+    assert campaign._cli() == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and err.startswith(f"campaign: error: {flag}"), err
+    assert _tree(tmp_path) == before
