@@ -1402,6 +1402,15 @@ def _mqar_wd_exempt_pairs(loss_tol: float = 0.05) -> list:
     return rows
 
 
+def _partial_name(path):
+    """``(name, model, options, seed)`` of a ``NAME.partial.json``: the run's name ``MODEL[__KEY-VALUE...]_sSEED``
+    read back (options as strings, seed an int, None where the name has none)."""
+    name = Path(path).name.removesuffix(".partial.json")
+    spec, _, seed = name.rpartition("_s")
+    model, *opts = spec.split("__")
+    return (name, model, dict(o.split("-", 1) for o in opts if "-" in o), int(seed) if seed.isdigit() else None)
+
+
 def _mqar_partial_runs(stuck_keys, exit_acc: float = 0.5) -> list:
     """The partial runs (``results/mqar/*.partial.json``, stopped by a device call's limit: not results)
     of every (model, variant) in ``stuck_keys`` (``"model variant"``, the runs that did not learn): each
@@ -1414,18 +1423,15 @@ def _mqar_partial_runs(stuck_keys, exit_acc: float = 0.5) -> list:
     want = {tuple(k.split()[:2]) for k in stuck_keys}
     rows = []
     for path in sorted(d.glob("*.partial.json")):
-        name = path.name.removesuffix(".partial.json")
-        spec, _, seed = name.rpartition("_s")
-        model, *opts = spec.split("__")
-        opts = dict(o.split("-", 1) for o in opts if "-" in o)
-        if (model, opts.get("variant", "base")) not in want or not seed.isdigit():
+        name, model, opts, seed = _partial_name(path)
+        if (model, opts.get("variant", "base")) not in want or seed is None:
             continue
         rec = json.loads(path.read_text(encoding="utf-8"))
         curve = rec.get("curve", [])
         if not curve:
             continue
         exit_step = next((c["step"] for c in curve if c["acc"] >= exit_acc), None)
-        rows.append({"run": name, "model": model, "variant": opts.get("variant", "base"), "seed": int(seed),
+        rows.append({"run": name, "model": model, "variant": opts.get("variant", "base"), "seed": seed,
                      "options": {k: v for k, v in opts.items() if k != "variant"}, "step": curve[-1]["step"],
                      "train_acc": round(curve[-1]["acc"], 4), "exit_acc": exit_acc, "exit_step": exit_step})
     return rows
@@ -1570,13 +1576,12 @@ def _mqar_base_stopped(width_of) -> dict:
         return {}
     out = {}
     for path in sorted(d.glob("*.partial.json")):
-        spec, _, seed = path.name.removesuffix(".partial.json").rpartition("_s")
-        model, *opts = spec.split("__")
+        _, model, opts, seed = _partial_name(path)
         rec = json.loads(path.read_text(encoding="utf-8"))
-        if not seed.isdigit() or not rec.get("curve"):
+        if seed is None or not rec.get("curve"):
             continue
-        pr = rec.get("protocol") or resolve_protocol("mqar", dict(o.split("-", 1) for o in opts if "-" in o), model)
-        w = width_of({"seed": int(seed), "protocol": pr})
+        pr = rec.get("protocol") or resolve_protocol("mqar", opts, model)
+        w = width_of({"seed": seed, "protocol": pr})
         if w is None:
             continue
         out.setdefault((model, w), []).append({
