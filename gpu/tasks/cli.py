@@ -186,6 +186,12 @@ def run_train(args) -> int:
     print(json.dumps({"task": res["task"], "model": res["model"], "seed": res["seed"],
                       "final_train": last, "wall_s": res["provenance"]["wall_s"],
                       "device": res["provenance"]["device"]}))
+    if res.get("eval_mode") != "full":
+        # the claims read full evaluations only: a run meant for results/ would otherwise be skipped silently
+        how = "--eval auto on a CPU" if args.eval_mode == "auto" else f"--eval {args.eval_mode}"
+        print(f"note: {res.get('eval_mode')} evaluation ({how}); `assocmem verify` reads only full evaluations: "
+              f"the same command with --resume --force --eval full evaluates the final checkpoint in full, "
+              f"without training further", file=sys.stderr)
     return 0
 
 

@@ -223,3 +223,21 @@ def test_write_strength_range_is_a_deltaformer_option(tmp_path, monkeypatch, bet
     tag = "" if beta == "positive" else "__deltaformer_beta-signed"
     rec = json.loads((tmp_path / "dag_reachability" / f"deltaformer-relu{tag}_s0.json").read_text())
     assert rec["protocol"]["deltaformer_beta"] == beta and math.isfinite(rec["curve"][-1]["loss"])
+
+
+def test_cli_says_when_a_run_is_not_evaluated_in_full_and_how_to_evaluate_its_final_checkpoint(tmp_path, capsys):
+    """On a CPU `--eval auto` is the quick grid, which the claims skip: the run says so in one line, and the command
+    it names evaluates the final checkpoint in full without training further (the curve is unchanged)."""
+    argv = ["gpu", "train", "dag_reachability", "--model", "transformer-1", "--device", "cpu", "--steps", "25",
+            "--batch-size", "4", "--ckpt-every", "25", "--no-progress", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("note: quick evaluation (--eval auto on a CPU); `assocmem verify` reads only full "
+                              "evaluations: the same command with --resume --force --eval full"), err
+    path = tmp_path / "dag_reachability" / "transformer-1_s0.json"
+    quick = json.loads(path.read_text())
+    assert main(argv + ["--resume", "--force", "--eval", "full"]) == 0
+    assert "note:" not in capsys.readouterr().err
+    full = json.loads(path.read_text())
+    assert (quick["eval_mode"], full["eval_mode"]) == ("quick", "full") and full["curve"] == quick["curve"]
+    assert full["provenance"]["segments"][-1]["steps"] == [25, 25]
