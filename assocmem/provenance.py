@@ -5,6 +5,7 @@ import datetime as _dt
 import functools
 import platform
 import re
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -61,11 +62,32 @@ def versions() -> dict:
     return out
 
 
+def invocation(argv: list[str] | None = None) -> str:
+    """The command line that started this process, as a user would type it again: ``assocmem ARGS`` for the
+    console script, ``python -m MODULE ARGS`` for a module run with ``-m`` (a sweep's child runs
+    ``python -m assocmem.gpu.tasks.run_child train ...``, which is not ``assocmem train ...``), else
+    ``python SCRIPT ARGS``."""
+    argv = list(sys.argv if argv is None else argv)
+    if not argv:
+        return ""
+    head, args = argv[0], argv[1:]
+    if os.path.basename(head) == "assocmem":
+        prog = "assocmem"
+    else:
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        name = getattr(spec, "name", None)
+        if name:
+            prog = "python -m " + (name[: -len(".__main__")] if name.endswith(".__main__") else name)
+        else:
+            prog = "python " + head
+    return " ".join([prog] + args)
+
+
 def provenance(extra: dict | None = None) -> dict:
     from assocmem import __version__
 
     p = {
-        "command": " ".join(["assocmem"] + sys.argv[1:]) if sys.argv else "",
+        "command": invocation(),
         "assocmem": __version__,
         "commit": git_commit(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

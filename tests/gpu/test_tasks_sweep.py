@@ -181,7 +181,7 @@ def test_sweep_cli_on_a_local_cpu_cluster(tmp_path, capsys):
         assert f"done random_keys:{m}_s0" in out and re.search(f"start random_keys:{m}_s0 on tcp://", out)
         r = json.loads((tmp_path / "random_keys" / f"{m}_s0.json").read_text())
         assert r["steps"] == 2 and r["batch_size"] == 4 and r["eval"] == {} and r["provenance"]["wall_s"] > 0
-        assert r["provenance"]["command"].startswith("assocmem train random_keys")
+        assert r["provenance"]["command"].startswith("python -m assocmem.gpu.tasks.run_child train random_keys")
         log = (tmp_path / "random_keys" / f"{m}_s0.log").read_text()
         assert log.count("] attempt 1 on tcp://") == 1 and '"final_train"' in log
 
