@@ -595,9 +595,12 @@ def _judge(ev: Evidence, trend_fn, results, per_seed_readings: bool = False) -> 
     ok = [t for _, t, o, _ in done if o]
 
     def other_seeds(key):
-        """Where seed 0 decides a reading false but another seed's runs alone meet it, the summary says so."""
+        """Where seed 0 decides a reading false, the summary says on how many seeds it was decided: another seed's
+        runs alone may meet it, or every seed decided may miss it (a reading read on seed 0 alone says nothing)."""
         held, decided = per_seed.get(key, (0, 0))
-        return f" (seed 0 decides; holds on {held} of the {decided} seeds decided)" if held else ""
+        if held:
+            return f" (seed 0 decides; holds on {held} of the {decided} seeds decided)"
+        return f" (seed 0 decides; fails on each of the {decided} seeds decided)" if decided > 1 else ""
 
     not_ok = [(t + other_seeds(k), c) for k, t, o, c in done if not o]
     qw = per_protocol.get("queries_write-true")
