@@ -1025,8 +1025,9 @@ def device51():
     - the DAG task's default protocol on seeds 1 and 2 (the five DeltaFormers, then the four Transformers, seed 1
       first): its four readings are decided on seed 0 alone ("1 seed(s) per trend"; the one reproduced, exp and
       softmax a little below the fast arms, says "3 needed to confirm"), and a DeltaFormer run takes about 100 s
-      in a pair on the GPU against 39 minutes on this machine's CPU (seed 1's linear run, which ran there this
-      session and is committed, so a call skips it);
+      in a pair on the GPU against 39 minutes on this machine's CPU (seed 1's linear and round2 runs, which ran
+      there in the eighteenth session, and its ReLU, exp and softmax runs, which ran there in the nineteenth, when
+      no device was lent, are committed, so a call skips them);
     - then :func:`device50`'s rest, in its order, without GDN's width-256 Base run at the default rate: it
       stopped at step 14,000 of 15,625 with training accuracy 0.006 (below 1/P, the cosine near its end), and
       its checkpoint (4.87 M parameters with two AdamW moments, 58 MB before compression) is more than a call
