@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import os
 import platform
 import re
-import os
 import subprocess
 import sys
 from pathlib import Path
