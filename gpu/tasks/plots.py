@@ -597,6 +597,22 @@ def _dag_style(plt, model):
     return (plt.get_cmap("tab10")(2 + kappas.index(kappa)) if kappa in kappas else "0.4"), f"DeltaFormer κ1 = {kappa}"
 
 
+def _dag_grid(plt, tags, ncol, panel_size):
+    """The panels of a DAG figure: ``tags`` in reading order (:data:`DAG_TAG_LABELS`), ``ncol`` to a row, one
+    y-axis label a row, the unused axes hidden.  Returns ``(fig, [(ax, tag), ...])``; call inside ``_style()``."""
+    order = {t: i for i, t in enumerate(DAG_TAG_LABELS)}
+    tags = sorted(tags, key=lambda t: (order.get(t, len(order)), t))
+    ncol = min(ncol, len(tags))
+    nrow = -(-len(tags) // ncol)
+    fig, axs = plt.subplots(nrow, ncol, figsize=(panel_size[0] * ncol, panel_size[1] * nrow), sharey=True,
+                            squeeze=False)
+    for ax in axs.flat[len(tags):]:
+        ax.set_visible(False)
+    for row in axs:
+        row[0].set_ylabel("per-node training accuracy")
+    return fig, list(zip(axs.flat, tags))
+
+
 def plot_dag(results_dir, out_dir) -> list[Path]:
     """AM Fig. 7: per-node training accuracy against steps, one panel per protocol present."""
     from .train import tag_for_model
@@ -605,17 +621,9 @@ def plot_dag(results_dir, out_dir) -> list[Path]:
     if not d:
         return []
     plt = _pyplot()
-    order = {t: i for i, t in enumerate(DAG_TAG_LABELS)}
-    tags = sorted(d, key=lambda t: (order.get(t, len(order)), t))
-    ncol = min(4, len(tags))
-    nrow = -(-len(tags) // ncol)
     with plt.rc_context(_style()):
-        fig, axs = plt.subplots(nrow, ncol, figsize=(3.1 * ncol, 2.9 * nrow), sharey=True, squeeze=False)
-        layer_color = lambda L: _dag_style(plt, f"transformer-{L}")[0]      # noqa: E731
-
-        for ax in axs.flat[len(tags):]:
-            ax.set_visible(False)
-        for ax, tag in zip(axs.flat, tags):
+        fig, panels = _dag_grid(plt, d, 4, (3.1, 2.9))
+        for ax, tag in panels:
             for m, c in sorted(d[tag].items()):
                 color, label = _dag_style(plt, m)
                 ls = {"finished": "-", "stopped": ":", "diverged": "--"}[c["status"]]
@@ -630,14 +638,12 @@ def plot_dag(results_dir, out_dir) -> list[Path]:
             beside = d.get(other, {}) if other not in ("", tag) else {}
             for m, c in sorted(beside.items()):
                 if m.startswith("transformer-") and m not in d[tag]:
-                    L = int(m.split("-")[1])
-                    ax.plot(c["step"], c["acc"], ls="-.", lw=0.9, color=layer_color(L),
-                            label=f"Transformer, {L} layer{'s' if L > 1 else ''} (same inputs and read-out)")
+                    color, label = _dag_style(plt, m)
+                    ax.plot(c["step"], c["acc"], ls="-.", lw=0.9, color=color,
+                            label=f"{label} (same inputs and read-out)")
             ax.set_title(DAG_TAG_LABELS.get(tag, tag), fontsize=7)
             ax.set_xlabel("training step")
             ax.legend(fontsize=5)
-        for row in axs:
-            row[0].set_ylabel("per-node training accuracy")
         fig.suptitle("Reachability in 32-node trees (AM Fig. 7); dotted: stopped before the end (a partial), "
                      "dashed ×: diverged", fontsize=9, y=1.0)
         fig.tight_layout()
@@ -660,15 +666,9 @@ def plot_dag_seeds(results_dir, out_dir) -> list[Path]:
     if not d:
         return []
     plt = _pyplot()
-    order = {t: i for i, t in enumerate(DAG_TAG_LABELS)}
-    tags = sorted(d, key=lambda t: (order.get(t, len(order)), t))
-    ncol = min(2, len(tags))
-    nrow = -(-len(tags) // ncol)
     with plt.rc_context(_style()):
-        fig, axs = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.2 * nrow), sharey=True, squeeze=False)
-        for ax in axs.flat[len(tags):]:
-            ax.set_visible(False)
-        for ax, tag in zip(axs.flat, tags):
+        fig, panels = _dag_grid(plt, d, 2, (4.2, 3.2))
+        for ax, tag in panels:
             seeds = sorted({s for ss in d[tag].values() for s in ss})
             for m, ss in sorted(d[tag].items()):
                 color, label = _dag_style(plt, m)
@@ -683,8 +683,6 @@ def plot_dag_seeds(results_dir, out_dir) -> list[Path]:
             ax.set_xlabel("training step")
             ax.set_ylim(top=1.02)
             ax.legend(fontsize=4.5, ncol=2 if sum(len(ss) for ss in d[tag].values()) > 6 else 1, loc="lower right")
-        for row in axs:
-            row[0].set_ylabel("per-node training accuracy")
         fig.suptitle("Reachability (AM Fig. 7) on every seed run: solid seed 0 (the one the claim decides on), "
                      "dashed seed 1, dotted seed 2", fontsize=8, y=1.0)
         fig.tight_layout()

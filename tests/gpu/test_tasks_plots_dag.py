@@ -128,5 +128,9 @@ def test_the_committed_seeds_figure_has_a_titled_panel_per_protocol_run_on_sever
     drawn = [ax for ax in seen["axs"].flat if ax.get_visible()]
     assert sorted(ax.get_title().rsplit(": seeds", 1)[0] for ax in drawn) == sorted(
         P.DAG_TAG_LABELS[t] for t in several)
-    assert P.dag_curves_data(RESULTS) == {t: {m: ss[0] for m, ss in ms.items() if 0 in ss}
-                                          for t, ms in by_seed.items() if any(0 in ss for ss in ms.values())}
+    # Fig. 7 keeps drawing seed 0 where seed 1 has run too: its curve is seed 0's file, read here on its own
+    import json
+
+    for m in ("deltaformer-relu", "deltaformer-softmax"):
+        raw = json.loads((RESULTS / "dag_reachability" / f"{m}_s0.json").read_text())
+        assert P.dag_curves_data(RESULTS)[""][m]["acc"] == [x["acc"] for x in raw["curve"]]
