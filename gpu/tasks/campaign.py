@@ -1043,6 +1043,28 @@ def device51():
     return jobs + [j for j in device50() if job_name(j) not in names]
 
 
+def device52():
+    """The next plan after :func:`device51` (7 December, twentieth session, which got no device at first and ran
+    seed 1's 1-layer Transformer on a CPU).  The DAG task's default protocol decides two of its four readings
+    ("Transformers ≈ 0.8 at 5,000 steps", "the fast DeltaFormers end above every Transformer") on seed 0 alone;
+    seed 1 has its five DeltaFormers, so its four Transformers are what those two readings wait for.  Neither MQAR
+    run at the head of :func:`device51` decides a reading (GDN-conv's Block run and Mamba2's Base run draw Fig. 4c
+    and 4a), so they follow.  Two at a time:
+
+    - seed 1's Transformers, the longest first (8, 4, 2, 1 layers: a pair then ends close together; those run on
+      a CPU and committed are skipped);
+    - GDN-conv's Block run, seed 0, from its carried checkpoint (step 12,000 of 18,750);
+    - seed 2's nine DAG models (the DeltaFormers first: with them "exp and softmax a little below" has its third
+      seed);
+    - then :func:`device51`'s rest, in its order (Mamba2 on Base at 3e-3, then device50's rest)."""
+    jobs = grid("dag_reachability", [f"transformer-{n}" for n in (8, 4, 2, 1)], [1])
+    jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "block"})
+    rest = device51()
+    jobs += [j for j in rest if j[0] == "dag_reachability" and len(j) == 3 and j[2] == 2]
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in rest if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -1067,7 +1089,7 @@ PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, 
          "device43": device43, "device44": device44, "device45": device45,
          "device46": device46, "device47": device47,
          "device48": device48, "device49": device49,
-         "device50": device50, "device51": device51}
+         "device50": device50, "device51": device51, "device52": device52}
 
 
 def cost(job) -> float:

@@ -335,7 +335,7 @@ def test_campaign_heavy_gpus_and_cli(monkeypatch, capsys):
                                          ("device40", 4), ("device41", 8), ("device42", 10),
                                          ("device43", 10), ("device44", 7), ("device45", 6), ("device46", 6),
                                          ("device47", 8), ("device48", 9), ("device49", 7), ("device50", 5),
-                                         ("device51", 3),
+                                         ("device51", 3), ("device52", 6),
                                          ("paper", 4)])
 def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, plan, limit):
     """--order-file: TASK/NAME of each run, one a line, in the plan's order even under --longest-first (the device
@@ -483,6 +483,17 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
                                                                   "deltaformer-softmax", "transformer-1",
                                                                   "transformer-2", "transformer-4", "transformer-8")]
         assert "gdn__d_model-256_s0" not in names and "gdn__d_model-256_s0" in [campaign.job_name(j) for j in campaign.device50()]
+        assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
+                              "gdn__variant-update__lr-0.01__filler-random_s0"]
+    if plan == "device52":     # seed 1's DAG Transformers (longest first), GDN-conv's Block run from its checkpoint,
+        # seed 2's nine DAG models, then device51's rest
+        assert order.read_text().splitlines() == [f"dag_reachability/transformer-{n}_s1" for n in (8, 4, 2, 1)] + [
+            "mqar/gdn-conv__variant-block_s0", "dag_reachability/deltaformer-linear_s2"]
+        assert names[5:14] == [f"{m}_s2" for m in ("deltaformer-linear", "deltaformer-round2", "deltaformer-relu",
+                                                   "deltaformer-exp", "deltaformer-softmax", "transformer-1",
+                                                   "transformer-2", "transformer-4", "transformer-8")]
+        assert names[14] == "mamba2__lr-0.003_s0" and len(names) == len(set(names))
+        assert sorted(names) == sorted(campaign.job_name(j) for j in campaign.device51())
         assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
                               "gdn__variant-update__lr-0.01__filler-random_s0"]
     if plan == "device46":     # device45's runs, GDN's long Update run second (beside its resumed Block run)
