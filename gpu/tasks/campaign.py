@@ -1065,6 +1065,24 @@ def device52():
     return jobs + [j for j in rest if job_name(j) not in names]
 
 
+def device53():
+    """The next plan after :func:`device52` (8 December, twentieth session, whose three calls on an H100 finished
+    seed 1's 2/4/8-layer DAG Transformers, seed 2's linear / round2 / ReLU DeltaFormers and GDN-conv's Block run,
+    and took seed 2's exp and softmax DeltaFormers to steps 4,500 and 4,000, which a CPU then finished).  With
+    them every DAG reading has seed 0 and 1 for all nine models and "exp and softmax a little below" its three
+    seeds; what seed 2's Transformers would add is a third seed to readings seed 0 already decides false.  Fig. 4c
+    (Block) has BL, GDN and GDN-conv but no Mamba2: it never ran on Block.  Two at a time:
+
+    - Mamba2 on Block, seed 0, at lr 1e-2 (its pick on Update, the variant closest to Block: the same lengths;
+      at 1e-3 it did not learn Update), for Fig. 4c's fourth model;
+    - Mamba2 on Base at lr 3e-3 (its only Base run, at 1e-2, did not learn);
+    - then :func:`device52`'s rest, in its order (seed 2's Transformers, ...)."""
+    jobs = grid("mqar", ["mamba2"], [0], {"variant": "block", "lr": 1e-2})
+    jobs += grid("mqar", ["mamba2"], [0], {"lr": 3e-3})
+    names = {job_name(j) for j in jobs}
+    return jobs + [j for j in device52() if job_name(j) not in names]
+
+
 def dag():
     """AM Fig. 7 (issue 16): the four Transformers and the five DeltaFormers, root first then root last."""
     from .names import DAG_MODELS
@@ -1089,7 +1107,8 @@ PLANS = {"paper": priority, "issue14": issue14, "issue14_seeds": issue14_seeds, 
          "device43": device43, "device44": device44, "device45": device45,
          "device46": device46, "device47": device47,
          "device48": device48, "device49": device49,
-         "device50": device50, "device51": device51, "device52": device52}
+         "device50": device50, "device51": device51, "device52": device52,
+         "device53": device53}
 
 
 def cost(job) -> float:

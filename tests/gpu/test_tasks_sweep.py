@@ -335,7 +335,7 @@ def test_campaign_heavy_gpus_and_cli(monkeypatch, capsys):
                                          ("device40", 4), ("device41", 8), ("device42", 10),
                                          ("device43", 10), ("device44", 7), ("device45", 6), ("device46", 6),
                                          ("device47", 8), ("device48", 9), ("device49", 7), ("device50", 5),
-                                         ("device51", 3), ("device52", 6),
+                                         ("device51", 3), ("device52", 6), ("device53", 3),
                                          ("paper", 4)])
 def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, plan, limit):
     """--order-file: TASK/NAME of each run, one a line, in the plan's order even under --longest-first (the device
@@ -496,6 +496,11 @@ def test_campaign_order_file_keeps_the_plans_priority(monkeypatch, tmp_path, pla
         assert sorted(names) == sorted(campaign.job_name(j) for j in campaign.device51())
         assert names[-2:] == ["bl__variant-update__lr-0.01__filler-random_s0",
                               "gdn__variant-update__lr-0.01__filler-random_s0"]
+    if plan == "device53":     # Mamba2 on Block (Fig. 4c's missing model), Mamba2 on Base at 3e-3, then device52's rest
+        assert order.read_text().splitlines() == ["mqar/mamba2__variant-block__lr-0.01_s0", "mqar/mamba2__lr-0.003_s0",
+                                                  "dag_reachability/transformer-8_s1"]
+        assert sorted(names) == sorted([campaign.job_name(j) for j in campaign.device52()]
+                                       + ["mamba2__variant-block__lr-0.01_s0"])
     if plan == "device46":     # device45's runs, GDN's long Update run second (beside its resumed Block run)
         assert order.read_text().splitlines() == ["mqar/gdn__variant-block__query_order-shuffled_s0",
                                                   "mqar/gdn__variant-update__lr-0.01__query_order-shuffled_s0",
