@@ -1003,10 +1003,16 @@ def dag_reachability(ev: Evidence) -> None:
     res = _results("dag_reachability", diverged=True)
     if not res:
         return _cores_and_results_note(ev, "dag_reachability")
-    ev.record(final_train_acc={r["_tag"] or "default": {} for r in res})
+    # seed 0's (the seed the readings are decided on) by protocol and model, and every seed's beside it: keyed by
+    # protocol and model alone, the later seeds wrote over seed 0's (until 8 December)
+    final = {}
     for r in res:
-        ev.computed["final_train_acc"][r["_tag"] or "default"][r["model"]] = (
+        final.setdefault(r["_tag"] or "default", {}).setdefault(r["model"], {})[int(r["seed"])] = (
             round(r["curve"][-1]["acc"], 4) if r.get("curve") else None)
+    ev.record(final_train_acc={tag: {m: by[0] for m, by in sorted(ms.items()) if 0 in by}
+                               for tag, ms in final.items()},
+              final_train_acc_by_seed={tag: {m: dict(sorted(by.items())) for m, by in sorted(ms.items())}
+                                       for tag, ms in final.items()})
     _judge(ev, dag_trends, res, per_seed_readings=True)     # the readings are on seed 0, as MQAR's
 
 

@@ -275,6 +275,26 @@ def test_dag_trends_are_pending_without_runs_and_judged_with_them(tmp_path, monk
     assert any("by 2,000 steps" in it["name"] and not it["passed"] for it in r.items)
 
 
+def test_dag_final_accuracy_records_seed_0_and_every_seed_apart(tmp_path, monkeypatch):
+    """``final_train_acc`` holds seed 0's value (the seed the readings are decided on), whichever seed's file is read
+    last; ``final_train_acc_by_seed`` holds each seed's (until 8 December a later seed wrote over seed 0's)."""
+    from assocmem.claims import tasks
+
+    monkeypatch.setattr(tasks, "RESULTS", tmp_path)
+    _dag(tmp_path, DAG_PAPER_LIKE)
+    _dag(tmp_path, {"transformer-8": 0.93, "deltaformer-exp": 0.81}, seed=1)
+    _dag(tmp_path, {"deltaformer-exp": 0.83}, seed=2)
+    _dag(tmp_path, {"transformer-4": 0.88}, protocol={"root_position": "last"}, tag="root_position-last", seed=1)
+    r = _claim("task.dag_reachability").run()
+    final, by_seed = r.computed["final_train_acc"], r.computed["final_train_acc_by_seed"]
+    assert final["default"]["transformer-8"] == 0.85 and final["default"]["deltaformer-exp"] == 0.95
+    assert by_seed["default"]["transformer-8"] == {0: 0.85, 1: 0.93}
+    assert by_seed["default"]["deltaformer-exp"] == {0: 0.95, 1: 0.81, 2: 0.83}
+    assert by_seed["default"]["transformer-1"] == {0: 0.8}
+    # a protocol run on seed 1 alone has no seed-0 value to show, and is listed by seed
+    assert final["root_position-last"] == {} and by_seed["root_position-last"] == {"transformer-4": {1: 0.88}}
+
+
 def test_a_dag_cause_run_on_two_seeds_says_on_how_many_it_holds(tmp_path, monkeypatch):
     """Fig. 7's readings are decided on seed 0 (as MQAR's): an ablation whose fast arms meet the 2,000 steps
     on seed 0 but whose ReLU arm misses them on seed 1 flips the reading, and says it holds on 1 of the 2
