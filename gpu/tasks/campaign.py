@@ -1044,7 +1044,7 @@ def device51():
 
 
 def device52():
-    """The next plan after :func:`device51` (7 December, twentieth session, which got no device at first and ran
+    """The next plan after :func:`device51` (7-8 December, twentieth session, which got no device at first and ran
     seed 1's 1-layer Transformer on a CPU).  The DAG task's default protocol decides two of its four readings
     ("Transformers ≈ 0.8 at 5,000 steps", "the fast DeltaFormers end above every Transformer") on seed 0 alone;
     seed 1 has its five DeltaFormers, so its four Transformers are what those two readings wait for.  Neither MQAR
