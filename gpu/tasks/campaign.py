@@ -1057,12 +1057,13 @@ def device52():
     - seed 2's nine DAG models (the DeltaFormers first: with them "exp and softmax a little below" has its third
       seed);
     - then :func:`device51`'s rest, in its order (Mamba2 on Base at 3e-3, then device50's rest)."""
+    from .names import DAG_MODELS
+
     jobs = grid("dag_reachability", [f"transformer-{n}" for n in (8, 4, 2, 1)], [1])
     jobs += grid("mqar", ["gdn-conv"], [0], {"variant": "block"})
-    rest = device51()
-    jobs += [j for j in rest if j[0] == "dag_reachability" and len(j) == 3 and j[2] == 2]
+    jobs += grid("dag_reachability", DAG_MODELS, [2])
     names = {job_name(j) for j in jobs}
-    return jobs + [j for j in rest if job_name(j) not in names]
+    return jobs + [j for j in device51() if job_name(j) not in names]
 
 
 def device53():
